@@ -1,0 +1,37 @@
+# es-harness: `make demo` sets up and runs the main job; `make test` sets up and runs the tests.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test test-all lint type check-repro bench clean
+
+venv: $(STAMP)
+
+# torch is pinned to the CPU build that pip takes from local disk; never a CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip wheel "setuptools<81"
+	$(BIN)/python -m pip install --quiet "torch==2.13.0"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: venv
+	$(BIN)/harness run --algo optimes --env LunarLanderContinuous --workers 2 --target-return 200
+
+test: venv
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: venv
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+type: venv
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,99 @@
+"""The interface every algorithm implements, and the run context it is given.
+
+The runner drives an :class:`Algorithm` one :meth:`~Algorithm.step` at a time: a
+generation for the ES family, a rollout-and-update chunk for RL. Every step
+returns a :class:`StepRecord` with the same fields, so one report can put any two
+algorithms side by side in environment timesteps (the common currency) and in
+wall-clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from envs.policies import PolicySpec
+
+
+@dataclass
+class StepRecord:
+    """What one step cost and achieved. Counts are for this step, not cumulative."""
+
+    timesteps: int
+    episodes: int
+    fitness_mean: float
+    fitness_max: float
+    fitness_min: float
+    bytes_to_workers: int = 0
+    bytes_from_workers: int = 0
+    worker_seconds: float = 0.0
+    extras: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything about a run that is not an algorithm hyperparameter."""
+
+    env_name: str
+    policy_spec: PolicySpec
+    seed: int
+    episodes_per_fitness: int
+    workers: int
+    backend: str = "inline"
+    ray_address: str | None = None
+    max_episode_steps: int | None = None
+    fail_on_env_error: bool = True
+
+
+class Algorithm(ABC):
+    """An optimiser of policy parameters that the runner can step, evaluate and checkpoint."""
+
+    name: ClassVar[str]
+    family: ClassVar[Literal["es", "rl"]]
+    summary: ClassVar[str] = ""
+    Config: ClassVar[type]
+
+    def __init__(self, context: RunContext, config: Any) -> None:
+        self.context = context
+        self.config = config
+
+    @abstractmethod
+    def step(self) -> StepRecord:
+        """Run one generation (ES) or one rollout/update chunk (RL)."""
+
+    @abstractmethod
+    def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
+        """Returns of the current policy (the ES centre), one episode per seed, no exploration."""
+
+    @abstractmethod
+    def current_parameters(self) -> np.ndarray:
+        """The flat float32 parameters of the current policy."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bit for bit (see :meth:`load_state_dict`)."""
+        raise NotImplementedError(f"{self.name} cannot be checkpointed")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` captured."""
+        raise NotImplementedError(f"{self.name} cannot be checkpointed")
+
+    def artifacts(self) -> dict[str, Any]:
+        """Extra JSON-serialisable facts for the run record (obs statistics, ...)."""
+        return {}
+
+    def close(self) -> None:
+        """Release workers."""
+
+
+def config_fields(config_type: type) -> dict[str, dataclasses.Field[Any]]:
+    """The documented fields of an algorithm's config dataclass."""
+    return {f.name: f for f in dataclasses.fields(config_type)}
+
+
+def doc(text: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    """A dataclass field with a one-line description shown in ``harness list`` and CLI help."""
+    return dataclasses.field(default=default, metadata={"doc": text}, **kwargs)

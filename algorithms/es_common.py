@@ -1,0 +1,61 @@
+"""Pieces every evolution strategy here shares: seeding, fitness, task building, faults."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from harness.parallel.protocol import EvalResult
+
+# Independent streams derived from the run seed: SeedSequence([seed, stream, index]).
+STREAM_INIT = 0
+STREAM_GENERATION = 1
+STREAM_EVAL = 2
+
+SEED_BOUND = 2**31 - 1
+
+
+class EnvironmentFault(RuntimeError):
+    """An environment raised or produced a non-finite value while evaluating a candidate."""
+
+
+def stream_rng(seed: int, stream: int, index: int = 0) -> np.random.Generator:
+    """A generator that depends only on ``(seed, stream, index)``: stateless, so resumable."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, stream, index])))
+
+
+def eval_seeds(seed: int, eval_index: int, episodes: int) -> list[int]:
+    """Env seeds of the ``eval_index``-th evaluation; identical for every algorithm."""
+    rng = stream_rng(seed, STREAM_EVAL, eval_index)
+    return [int(s) for s in rng.integers(0, SEED_BOUND, size=episodes)]
+
+
+def to_loss(fitness: np.ndarray) -> np.ndarray:
+    """The one place a return becomes a loss, for optimisers that minimise (CMA, Nevergrad)."""
+    return -np.asarray(fitness, dtype=np.float64)
+
+
+def fitness_of(
+    results: Sequence[EvalResult], fail_on_env_error: bool
+) -> tuple[np.ndarray, list[str]]:
+    """Mean return per task; a failed task raises, or scores worst (-inf) when allowed."""
+    fitness = np.empty(len(results), dtype=np.float64)
+    failures: list[str] = []
+    for i, result in enumerate(results):
+        if result.failed is not None:
+            if fail_on_env_error:
+                raise EnvironmentFault(result.failed)
+            failures.append(result.failed.splitlines()[0])
+            fitness[i] = -np.inf
+        else:
+            fitness[i] = float(np.mean(result.returns))
+    return fitness, failures
+
+
+def fitness_summary(fitness: np.ndarray) -> tuple[float, float, float]:
+    """Mean, max and min over the finite fitness values."""
+    finite = fitness[np.isfinite(fitness)]
+    if finite.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    return float(finite.mean()), float(finite.max()), float(finite.min())

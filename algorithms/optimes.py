@@ -1,0 +1,367 @@
+"""OpenAI-style evolution strategies ("optimes").
+
+Salimans, Ho, Chen, Sidor, Sutskever (2017), *Evolution Strategies as a Scalable
+Alternative to Reinforcement Learning*, arXiv:1703.03864. Equation and algorithm
+numbers below refer to that paper.
+
+The search distribution is an isotropic Gaussian around the centre ``theta``
+with standard deviation ``sigma``. The gradient of the expected fitness is
+estimated by the score function (eq. 2 / Algorithm 1)::
+
+    grad ~= 1/(n sigma) * sum_i F(theta + sigma eps_i) eps_i
+
+with three variance reductions from section 2.1 and 2.2:
+
+* mirrored (antithetic) sampling: ``eps`` and ``-eps`` share env seeds, so the
+  estimate uses ``F(theta + sigma eps) - F(theta - sigma eps)``;
+* fitness shaping by centred ranks in ``[-0.5, 0.5]``;
+* the shared noise table of Algorithm 2: a perturbation is a slice of a fixed
+  table and travels as ``(index, sign)``, never as a vector.
+
+As in OpenAI's ``es_distributed`` code the ``1/sigma`` factor is folded into
+the step size and the update is taken by Adam (or SGD with momentum) on
+``-grad + l2 * theta`` (L2 weight decay). Observation normalisation statistics
+are gathered from a random fraction of rollouts and applied to every policy.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from algorithms.base import Algorithm, RunContext, StepRecord, doc
+from algorithms.es_common import (
+    SEED_BOUND,
+    STREAM_GENERATION,
+    STREAM_INIT,
+    fitness_of,
+    fitness_summary,
+    stream_rng,
+)
+from algorithms.registry import register
+from envs.obs_norm import RunningStat
+from envs.policies import build_policy
+from harness.parallel.backends import Evaluator, make_evaluator
+from harness.parallel.noise import DEFAULT_NOISE_SIZE, NoiseSpec, NoiseTable
+from harness.parallel.protocol import Broadcast, EvalResult, EvalTask
+
+
+def centered_ranks(fitness: np.ndarray) -> np.ndarray:
+    """Fitness shaping of section 2.1: ranks mapped linearly onto ``[-0.5, 0.5]``.
+
+    Ties are broken by position (stable sort), so the result is deterministic.
+    """
+    flat = np.asarray(fitness).ravel()
+    ranks = np.empty(flat.size, dtype=np.float32)
+    ranks[np.argsort(flat, kind="stable")] = np.arange(flat.size, dtype=np.float32)
+    if flat.size > 1:
+        ranks /= flat.size - 1
+    return (ranks - np.float32(0.5)).reshape(np.shape(fitness))
+
+
+class Adam:
+    """Adam (Kingma and Ba 2015) as in ``es_distributed/optimizers.py``; minimises."""
+
+    def __init__(self, dim: int, stepsize: float, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8) -> None:
+        self.stepsize, self.beta1, self.beta2, self.epsilon = stepsize, beta1, beta2, epsilon
+        self.m = np.zeros(dim, dtype=np.float32)
+        self.v = np.zeros(dim, dtype=np.float32)
+        self.t = 0
+
+    def step(self, loss_gradient: np.ndarray) -> np.ndarray:
+        """The change to apply to the parameters."""
+        self.t += 1
+        a = self.stepsize * np.sqrt(1 - self.beta2**self.t) / (1 - self.beta1**self.t)
+        self.m = self.beta1 * self.m + (1 - self.beta1) * loss_gradient
+        self.v = self.beta2 * self.v + (1 - self.beta2) * (loss_gradient * loss_gradient)
+        return (-a * self.m / (np.sqrt(self.v) + self.epsilon)).astype(np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"m": self.m.copy(), "v": self.v.copy(), "t": self.t, "stepsize": self.stepsize}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.m, self.v = state["m"].copy(), state["v"].copy()
+        self.t, self.stepsize = int(state["t"]), float(state["stepsize"])
+
+
+class SGD:
+    """SGD with momentum as in ``es_distributed/optimizers.py``; minimises."""
+
+    def __init__(self, dim: int, stepsize: float, momentum: float = 0.9) -> None:
+        self.stepsize, self.momentum = stepsize, momentum
+        self.v = np.zeros(dim, dtype=np.float32)
+        self.t = 0
+
+    def step(self, loss_gradient: np.ndarray) -> np.ndarray:
+        self.t += 1
+        self.v = self.momentum * self.v + (1.0 - self.momentum) * loss_gradient
+        return (-self.stepsize * self.v).astype(np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"v": self.v.copy(), "t": self.t, "stepsize": self.stepsize}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.v, self.t, self.stepsize = state["v"].copy(), int(state["t"]), float(state["stepsize"])
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A member of the population: a slice of the noise table and a sign."""
+
+    noise_index: int
+    sign: int
+
+
+class OpenAIES:
+    """Ask/tell core of OpenAI-ES over a flat float32 vector (maximises fitness)."""
+
+    def __init__(
+        self,
+        centre: np.ndarray,
+        noise: NoiseTable,
+        population: int,
+        sigma: float,
+        learning_rate: float,
+        optimizer: Literal["adam", "sgd"] = "adam",
+        l2_coeff: float = 0.0,
+        momentum: float = 0.9,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+    ) -> None:
+        if population < 2 or population % 2:
+            raise ValueError(f"population must be an even number >= 2, got {population}")
+        self.centre = np.asarray(centre, dtype=np.float32).copy()
+        self.noise = noise
+        self.population = population
+        self.sigma = sigma
+        self.l2_coeff = l2_coeff
+        self.optimizer: Adam | SGD = (
+            Adam(self.centre.size, learning_rate, beta1, beta2)
+            if optimizer == "adam"
+            else SGD(self.centre.size, learning_rate, momentum)
+        )
+        self.last_grad_norm = 0.0
+
+    def ask(self, rng: np.random.Generator) -> list[Candidate]:
+        """Mirrored pairs ``(+eps_i, -eps_i)``, pairs adjacent: ``[+0, -0, +1, -1, ...]``."""
+        dim = self.centre.size
+        candidates: list[Candidate] = []
+        for _ in range(self.population // 2):
+            index = self.noise.sample_index(rng, dim)
+            candidates += [Candidate(index, +1), Candidate(index, -1)]
+        return candidates
+
+    def tell(self, candidates: list[Candidate], fitness: np.ndarray) -> None:
+        """Update the centre from mirrored pairs' fitness (section 2.1, Algorithm 2 line 9)."""
+        shaped = centered_ranks(np.asarray(fitness, dtype=np.float64))
+        plus, minus = shaped[0::2], shaped[1::2]
+        dim = self.centre.size
+        eps = np.stack([self.noise.get(c.noise_index, dim) for c in candidates[0::2]])
+        grad = ((plus - minus).astype(np.float32) @ eps) / np.float32(len(candidates))
+        self.last_grad_norm = float(np.linalg.norm(grad))
+        self.centre = self.centre + self.optimizer.step(-grad + self.l2_coeff * self.centre)
+
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.stepsize
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        self.optimizer.stepsize = value
+
+
+@dataclass(frozen=True)
+class OptimESConfig:
+    """Hyperparameters of optimes; defaults per env live in ``experiments/defaults.yaml``."""
+
+    population: int = doc("candidates per generation (even: mirrored pairs)", 40)
+    sigma: float = doc("standard deviation of the parameter noise", 0.02)
+    learning_rate: float = doc("optimizer step size (1/sigma folded in, as in OpenAI's code)", 0.01)
+    optimizer: str = doc("adam or sgd (with momentum)", "adam")
+    momentum: float = doc("SGD momentum", 0.9)
+    beta1: float = doc("Adam beta1", 0.9)
+    beta2: float = doc("Adam beta2", 0.999)
+    l2_coeff: float = doc("L2 weight decay added to the loss gradient", 0.005)
+    obs_norm: bool = doc("normalise observations by running mean and std", True)
+    obs_fraction: float = doc("fraction of rollouts whose observations update the stats", 0.01)
+    action_noise_std: float = doc("Gaussian noise added to continuous actions in training", 0.0)
+    episode_cap: str = doc("'env' (the env's own limit) or 'adaptive' (2x mean length)", "env")
+    sigma_decay: float = doc("sigma multiplied by this every generation", 1.0)
+    sigma_min: float = doc("floor for the sigma schedule", 0.0)
+    lr_decay: float = doc("learning rate multiplied by this every generation", 1.0)
+    lr_min: float = doc("floor for the learning-rate schedule", 0.0)
+    noise_size: int = doc("floats in the shared noise table", DEFAULT_NOISE_SIZE)
+    noise_seed: int = doc("seed of the noise table; -1 uses the run seed", -1)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad value."""
+        if self.population < 2 or self.population % 2:
+            raise ValueError(f"population must be an even number >= 2, got {self.population}")
+        if self.sigma <= 0:
+            raise ValueError(f"sigma must be positive, got {self.sigma}")
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
+        if self.episode_cap not in ("env", "adaptive"):
+            raise ValueError(f"episode_cap must be env or adaptive, got {self.episode_cap!r}")
+        if not 0.0 <= self.obs_fraction <= 1.0:
+            raise ValueError(f"obs_fraction must be in [0, 1], got {self.obs_fraction}")
+
+
+@register("optimes")
+class OptimES(Algorithm):
+    """OpenAI-ES with a shared noise table, mirrored sampling, centred ranks and Adam."""
+
+    family = "es"
+    summary = "OpenAI-ES (Salimans et al. 2017): noise table, mirrored pairs, ranks, Adam"
+    Config = OptimESConfig
+    config: OptimESConfig
+
+    def __init__(self, context: RunContext, config: OptimESConfig,
+                 evaluator: Evaluator | None = None) -> None:
+        super().__init__(context, config)
+        config.validate()
+        self.policy = build_policy(context.policy_spec)
+        noise_seed = context.seed if config.noise_seed < 0 else config.noise_seed
+        self.noise_spec = NoiseSpec(config.noise_size, noise_seed)
+        self.evaluator = evaluator or make_evaluator(
+            context.backend, context.env_name, context.policy_spec, self.noise_spec,
+            context.workers, context.ray_address,
+        )
+        # The head reconstructs perturbations from its own copy of the table.
+        self.noise = NoiseTable.create(self.noise_spec)
+        centre = self.policy.init_params(stream_rng(context.seed, STREAM_INIT))
+        self.es = OpenAIES(
+            centre, self.noise, config.population, config.sigma, config.learning_rate,
+            config.optimizer,  # type: ignore[arg-type]
+            config.l2_coeff, config.momentum, config.beta1, config.beta2,
+        )
+        obs_dim = context.policy_spec.obs_dim
+        self.obs_stat = RunningStat((obs_dim,))
+        self.generation = 0
+        self.episode_cap: int | None = context.max_episode_steps
+
+    # -- one generation ---------------------------------------------------
+    def _broadcast(self) -> Broadcast:
+        mean, std = self._obs_normalisation()
+        return Broadcast(self.generation, self.es.centre, self.es.sigma, mean, std)
+
+    def _obs_normalisation(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        if not self.config.obs_norm:
+            return None, None
+        return self.obs_stat.mean.astype(np.float32), self.obs_stat.std.astype(np.float32)
+
+    def _tasks(self, candidates: list[Candidate], rng: np.random.Generator) -> list[EvalTask]:
+        k = self.context.episodes_per_fitness
+        pairs = len(candidates) // 2
+        env_seeds = rng.integers(0, SEED_BOUND, size=(pairs, k))
+        collect = rng.random(len(candidates)) < self.config.obs_fraction
+        action_seeds = rng.integers(0, SEED_BOUND, size=len(candidates))
+        return [
+            EvalTask(
+                task_id=i,
+                env_seeds=tuple(int(s) for s in env_seeds[i // 2]),
+                max_steps=self.episode_cap,
+                noise_index=c.noise_index,
+                sign=c.sign,
+                collect_obs=bool(collect[i]) and self.config.obs_norm,
+                action_noise_std=self.config.action_noise_std,
+                action_noise_seed=int(action_seeds[i]),
+            )
+            for i, c in enumerate(candidates)
+        ]
+
+    def step(self) -> StepRecord:
+        rng = stream_rng(self.context.seed, STREAM_GENERATION, self.generation)
+        candidates = self.es.ask(rng)
+        tasks = self._tasks(candidates, rng)
+        started = time.perf_counter()
+        results, stats = self.evaluator.evaluate(self._broadcast(), tasks)
+        evaluate_s = time.perf_counter() - started
+        fitness, failures = fitness_of(results, self.context.fail_on_env_error)
+        started = time.perf_counter()
+        self.es.tell(candidates, fitness)
+        update_s = time.perf_counter() - started
+        self._update_obs_stat(results)
+        lengths = np.concatenate([r.lengths for r in results if r.failed is None] or [[0]])
+        if self.config.episode_cap == "adaptive" and lengths.size:
+            cap = max(int(2 * lengths.mean()), 1)
+            limit = self.context.max_episode_steps
+            self.episode_cap = cap if limit is None else min(cap, limit)
+        self.generation += 1
+        self._apply_schedules()
+        mean, best, worst = fitness_summary(fitness)
+        extras = {
+            "sigma": self.es.sigma,
+            "lr": self.es.learning_rate,
+            "grad_norm": self.es.last_grad_norm,
+            "param_norm": float(np.linalg.norm(self.es.centre)),
+            "episode_length_mean": float(lengths.mean()) if lengths.size else 0.0,
+            "evaluate_s": evaluate_s,
+            "update_s": update_s,
+            "failed_candidates": float(len(failures)),
+            "retried_tasks": float(stats.retried_tasks),
+        }
+        return StepRecord(
+            timesteps=int(sum(r.steps for r in results)),
+            episodes=int(sum(len(r.lengths) for r in results)),
+            fitness_mean=mean, fitness_max=best, fitness_min=worst,
+            bytes_to_workers=stats.bytes_to_workers,
+            bytes_from_workers=stats.bytes_from_workers,
+            worker_seconds=stats.worker_seconds,
+            extras=extras,
+        )
+
+    def _update_obs_stat(self, results: list[EvalResult]) -> None:
+        for result in results:
+            if result.obs_count and result.obs_sum is not None and result.obs_sumsq is not None:
+                self.obs_stat.increment(result.obs_sum, result.obs_sumsq, result.obs_count)
+
+    def _apply_schedules(self) -> None:
+        cfg = self.config
+        self.es.sigma = max(self.es.sigma * cfg.sigma_decay, cfg.sigma_min)
+        self.es.learning_rate = max(self.es.learning_rate * cfg.lr_decay, cfg.lr_min)
+
+    # -- evaluation, state ------------------------------------------------
+    def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
+        tasks = [EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
+                 for i, s in enumerate(env_seeds)]
+        results, _ = self.evaluator.evaluate(self._broadcast(), tasks)
+        fitness, _ = fitness_of(results, fail_on_env_error=True)
+        return fitness
+
+    def current_parameters(self) -> np.ndarray:
+        return self.es.centre.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "centre": self.es.centre.copy(),
+            "sigma": self.es.sigma,
+            "optimizer": self.es.optimizer.state_dict(),
+            "obs_stat": self.obs_stat.state_dict(),
+            "episode_cap": self.episode_cap,
+            "config": asdict(self.config),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.generation = int(state["generation"])
+        self.es.centre = np.asarray(state["centre"], dtype=np.float32).copy()
+        self.es.sigma = float(state["sigma"])
+        self.es.optimizer.load_state_dict(state["optimizer"])
+        self.obs_stat.load_state_dict(state["obs_stat"])
+        self.episode_cap = state["episode_cap"]
+
+    def artifacts(self) -> dict[str, Any]:
+        mean, std = self._obs_normalisation()
+        return {
+            "obs_mean": None if mean is None else mean.tolist(),
+            "obs_std": None if std is None else std.tolist(),
+        }
+
+    def close(self) -> None:
+        self.evaluator.close()
+        self.noise.close()

@@ -1,0 +1,232 @@
+"""Short environment names, their gymnasium ids, and quiet environment construction.
+
+``make_env("AntBulletEnv")`` and ``make_env("AntBulletEnv-v0")`` build the same environment;
+any id registered with gymnasium passes through unchanged. Names are validated before anything
+expensive happens, and an unknown name raises :class:`UnknownEnvError` whose message is a single
+line listing the closest matches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import difflib
+import io
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gymnasium as gym
+
+from envs.wrappers import ZeroVelocityPendulum
+
+__all__ = [
+    "ENV_ALIASES",
+    "UnknownEnvError",
+    "canonical_env_name",
+    "list_envs",
+    "make_env",
+    "quiet_output",
+    "register_pybullet_envs",
+    "resolve_env_id",
+]
+
+#: Short name -> gymnasium id.
+ENV_ALIASES: dict[str, str] = {
+    "AntBulletEnv": "AntBulletEnv-v0",
+    "LunarLanderContinuous": "LunarLanderContinuous-v3",
+    "PendulumPO": "Pendulum-v1",
+    "Pendulum": "Pendulum-v1",
+    "CartPole": "CartPole-v1",
+    "Ant": "Ant-v5",
+    "Humanoid": "Humanoid-v5",
+    "HalfCheetah": "HalfCheetah-v5",
+}
+
+_DESCRIPTIONS: dict[str, str] = {
+    "AntBulletEnv": "PyBullet quadruped locomotion; obs 28, 8 continuous actions, 1000 steps",
+    "LunarLanderContinuous": "Box2D lander; obs 8, 2 continuous actions, 1000 steps",
+    "PendulumPO": "Pendulum swing-up with angular velocity zeroed (partially observed); "
+    "obs 3, 1 continuous action, 200 steps",
+    "Pendulum": "Pendulum swing-up; obs 3, 1 continuous action, 200 steps",
+    "CartPole": "Pole balancing; obs 4, 2 discrete actions, 500 steps",
+    "Ant": "MuJoCo quadruped locomotion; obs 105, 8 continuous actions, 1000 steps",
+    "Humanoid": "MuJoCo humanoid locomotion; obs 348, 17 continuous actions, 1000 steps",
+    "HalfCheetah": "MuJoCo planar cheetah running; obs 17, 6 continuous actions, 1000 steps",
+}
+
+# Short names whose environment is the gymnasium id plus a wrapper.
+_WRAPPERS: dict[str, Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]] = {
+    "PendulumPO": ZeroVelocityPendulum,
+}
+
+_pybullet_registered = False
+
+
+class UnknownEnvError(ValueError):
+    """An environment name that is neither a short name nor a registered gymnasium id."""
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        """Build the one-line message naming ``name`` and the closest known names."""
+        self.name = name
+        self.suggestions = suggestions
+        known = ", ".join(ENV_ALIASES)
+        hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ";"
+        super().__init__(f"unknown environment {name!r}{hint} known short names: {known}")
+
+
+@contextlib.contextmanager
+def quiet_output(stderr: bool = False) -> Iterator[None]:
+    """Silence stdout (and optionally stderr) at the file-descriptor level.
+
+    C extensions such as pybullet ``printf`` straight to file descriptor 1, which
+    ``contextlib.redirect_stdout`` cannot catch, so the descriptors themselves are pointed at
+    ``/dev/null`` for the duration and C stdio buffers are flushed before they are restored (a
+    fully buffered C ``stdout`` would otherwise write the text later, into the real output).
+    Python-level ``sys.stdout``/``sys.stderr`` are redirected as well.
+    """
+    fds = [1, 2] if stderr else [1]
+    _flush_all()
+    saved: list[tuple[int, int]] = []
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in fds:
+            saved.append((fd, os.dup(fd)))
+            os.dup2(devnull, fd)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+            if stderr:
+                stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+            yield
+    finally:
+        _flush_all()
+        for fd, copy in saved:
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(devnull)
+
+
+def _flush_all() -> None:
+    """Flush Python's and C's standard output buffers."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.flush()
+    if _LIBC is not None:
+        _LIBC.fflush(None)
+
+
+def _load_libc() -> Any:
+    """Return the C library (for ``fflush``), or None where it cannot be loaded."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.fflush  # noqa: B018  (probe the symbol)
+    except (OSError, AttributeError, TypeError):
+        return None
+    return libc
+
+
+_LIBC = _load_libc()
+
+
+def register_pybullet_envs() -> None:
+    """Register the PyBullet environments (``AntBulletEnv-v0``, ...) with gymnasium, quietly.
+
+    Imports ``pybullet_envs_gymnasium`` and ``pybullet`` (whose import prints a build banner
+    from C). Idempotent and cheap after the first call; worker processes call it before
+    building a Bullet environment.
+    """
+    global _pybullet_registered
+    if _pybullet_registered:
+        return
+    with quiet_output(stderr=True):
+        import pybullet  # noqa: F401
+        import pybullet_envs_gymnasium  # noqa: F401
+    _pybullet_registered = True
+
+
+def _needs_pybullet(env_id: str) -> bool:
+    return "Bullet" in env_id
+
+
+def _alias_key(name: str) -> str | None:
+    """Return the short name matching ``name`` exactly or case-insensitively, else None."""
+    if name in ENV_ALIASES:
+        return name
+    lowered = name.lower()
+    for alias in ENV_ALIASES:
+        if alias.lower() == lowered:
+            return alias
+    return None
+
+
+def _suggest(name: str) -> list[str]:
+    """Closest short names and registered ids to ``name`` (case-insensitive)."""
+    candidates = list(ENV_ALIASES) + sorted(gym.registry)
+    by_lower: dict[str, str] = {}
+    for cand in candidates:
+        by_lower.setdefault(cand.lower(), cand)
+    matches = difflib.get_close_matches(name.lower(), list(by_lower), n=4, cutoff=0.6)
+    return [by_lower[m] for m in matches]
+
+
+def resolve_env_id(name: str) -> str:
+    """Map a short name or a registered gymnasium id to the gymnasium id.
+
+    Raises :class:`UnknownEnvError` when ``name`` is neither.
+    """
+    alias = _alias_key(name)
+    if alias is not None:
+        return ENV_ALIASES[alias]
+    if _needs_pybullet(name):
+        register_pybullet_envs()
+    if name in gym.registry:
+        return name
+    if not _pybullet_registered:
+        register_pybullet_envs()  # so that suggestions include the Bullet ids
+    raise UnknownEnvError(name, _suggest(name))
+
+
+def canonical_env_name(name: str) -> str:
+    """Return the short name for ``name`` if there is one, else its gymnasium id.
+
+    ``"antbulletenv"`` and ``"AntBulletEnv-v0"`` both give ``"AntBulletEnv"``; ``"Pendulum-v1"``
+    gives ``"Pendulum"`` (never the wrapped ``"PendulumPO"``). Raises :class:`UnknownEnvError`.
+    """
+    alias = _alias_key(name)
+    if alias is not None:
+        return alias
+    env_id = resolve_env_id(name)
+    for short, gym_id in ENV_ALIASES.items():
+        if gym_id == env_id and short not in _WRAPPERS:
+            return short
+    return env_id
+
+
+def list_envs() -> list[tuple[str, str, str]]:
+    """Known short names as ``(short name, gymnasium id, one-line description)``."""
+    return [(short, gym_id, _DESCRIPTIONS[short]) for short, gym_id in ENV_ALIASES.items()]
+
+
+def make_env(name: str, *, render_mode: str | None = None) -> gym.Env[Any, Any]:
+    """Build the environment for a short name or gymnasium id.
+
+    The name is validated first (:class:`UnknownEnvError`). Bullet environments are registered
+    on demand and built with their ``argv[0]=`` chatter suppressed: pybullet prints it when the
+    physics client connects, which happens on the first ``reset``, so a first (unseeded) reset
+    is done here, silenced. Callers reset with their own seed before use. Short names with a
+    wrapper (``PendulumPO``) get it applied.
+    """
+    alias = _alias_key(name)
+    env_id = resolve_env_id(name)
+    if _needs_pybullet(env_id):
+        register_pybullet_envs()
+        with quiet_output():
+            env = gym.make(env_id, render_mode=render_mode)
+            env.reset()
+    else:
+        env = gym.make(env_id, render_mode=render_mode)
+    if alias is not None and alias in _WRAPPERS:
+        env = _WRAPPERS[alias](env)
+    return env

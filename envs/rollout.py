@@ -1,0 +1,233 @@
+"""Episode rollouts of a flat-parameter policy: the evaluation hot path.
+
+A :class:`RolloutWorker` builds its environment and policy once; each :meth:`RolloutWorker.run`
+loads a parameter vector and plays one episode per env seed. The worker holds no random state
+of its own: episodes are seeded by the caller, and optional action noise comes from a generator
+seeded by the caller, so the same inputs give bitwise identical returns.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.policies import Policy, PolicySpec, build_policy, policy_spec_for
+from envs.registry import make_env, resolve_env_id
+
+__all__ = ["EpisodeBatch", "NonFiniteError", "RolloutWorker"]
+
+
+@dataclass
+class EpisodeBatch:
+    """Results of the episodes of one :meth:`RolloutWorker.run` call.
+
+    ``obs_sum``/``obs_sumsq`` (float64) and ``obs_count`` cover every observation the policy
+    acted on (the reset observation and each non-final one, as in OpenAI-ES); they are None and
+    0 unless ``collect_obs`` was set.
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    steps: int
+    obs_sum: np.ndarray | None = None
+    obs_sumsq: np.ndarray | None = None
+    obs_count: int = 0
+
+
+class NonFiniteError(RuntimeError):
+    """The environment produced a NaN or infinite reward or observation."""
+
+    def __init__(self, env_id: str, seed: int, step: int, what: str) -> None:
+        """Record where it happened; ``what`` says which value was bad."""
+        self.env_id = env_id
+        self.seed = seed
+        self.step = step
+        super().__init__(
+            f"non-finite {what} from environment {env_id!r} (episode seed {seed}) at step {step}"
+        )
+
+
+def _first_nonfinite_row(buf: np.ndarray, n: int) -> int | None:
+    """Index of the first row of ``buf[:n]`` holding a NaN or inf, or None."""
+    if n <= 0:
+        return None
+    bad = ~np.isfinite(buf[:n]).all(axis=1)
+    return int(bad.argmax()) if bad.any() else None
+
+
+class RolloutWorker:
+    """Plays episodes of one environment with one policy architecture.
+
+    Built once per worker process (environment construction is expensive); ``run`` may be
+    called any number of times with different parameters.
+    """
+
+    def __init__(self, env_name: str, policy_spec: PolicySpec) -> None:
+        """Build the environment (short name or gymnasium id) and the policy for ``policy_spec``.
+
+        Raises ValueError when the spec does not fit the environment's spaces.
+        """
+        self.env_id: str = resolve_env_id(env_name)
+        self.env: gym.Env[Any, Any] = make_env(env_name)
+        expected = policy_spec_for(
+            self.env,
+            policy_spec.kind,
+            policy_spec.hidden_sizes or (1,),
+            policy_spec.activation,
+            policy_spec.discretize,
+        )
+        if (
+            expected.obs_dim != policy_spec.obs_dim
+            or expected.action_kind != policy_spec.action_kind
+            or expected.action_dim != policy_spec.action_dim
+        ):
+            self.env.close()
+            raise ValueError(
+                f"policy spec ({policy_spec.describe()}) does not fit {self.env_id}: it needs "
+                f"obs_dim={expected.obs_dim}, {expected.action_kind}({expected.action_dim})"
+            )
+        self.spec = policy_spec
+        self.policy: Policy = build_policy(policy_spec)
+        self.obs_dim = policy_spec.obs_dim
+        spec = self.env.spec
+        self.env_max_steps: int | None = spec.max_episode_steps if spec is not None else None
+        self._buf = np.zeros((self._capacity_for(None), self.obs_dim), dtype=np.float64)
+
+    def _capacity_for(self, max_steps: int | None) -> int:
+        limits = [m for m in (max_steps, getattr(self, "env_max_steps", None)) if m is not None]
+        return max(1, min(limits)) if limits else 1024
+
+    def close(self) -> None:
+        """Close the environment."""
+        self.env.close()
+
+    def __enter__(self) -> RolloutWorker:
+        """Use as a context manager that closes the environment."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the environment."""
+        self.close()
+
+    def run(
+        self,
+        params: np.ndarray,
+        obs_mean: np.ndarray | None,
+        obs_std: np.ndarray | None,
+        env_seeds: Sequence[int],
+        max_steps: int | None = None,
+        collect_obs: bool = False,
+        action_noise_std: float = 0.0,
+        action_noise_seed: int | None = None,
+    ) -> EpisodeBatch:
+        """Play one episode per seed in ``env_seeds`` with the policy ``params``.
+
+        Episode k starts with ``env.reset(seed=env_seeds[k])`` and ends on termination,
+        truncation (the env's TimeLimit) or after ``max_steps`` steps (None: no extra cap).
+        ``action_noise_std > 0`` (Box actions only) adds Gaussian noise to each action, drawn
+        from ``np.random.default_rng(action_noise_seed)``; a seed is then required. With
+        ``collect_obs``, raw observation sums are returned for normalisation statistics.
+        Raises :class:`NonFiniteError` on a NaN/inf reward or observation.
+        """
+        if max_steps is not None and max_steps <= 0:
+            raise ValueError(f"max_steps must be positive or None, got {max_steps}")
+        noise_buf: np.ndarray | None = None
+        rng: np.random.Generator | None = None
+        if action_noise_std:
+            if action_noise_std < 0:
+                raise ValueError(f"action_noise_std must be >= 0, got {action_noise_std}")
+            if self.spec.action_kind != "box":
+                raise ValueError("action noise needs a Box action space")
+            if action_noise_seed is None:
+                raise ValueError("action noise needs an action_noise_seed (workers hold no RNG)")
+            rng = np.random.default_rng(action_noise_seed)
+            noise_buf = np.empty(self.spec.action_dim, dtype=np.float64)
+        policy = self.policy
+        policy.set_params(params, obs_mean, obs_std)
+
+        n_eps = len(env_seeds)
+        returns = np.zeros(n_eps, dtype=np.float64)
+        lengths = np.zeros(n_eps, dtype=np.int64)
+        obs_sum = np.zeros(self.obs_dim, dtype=np.float64) if collect_obs else None
+        obs_sumsq = np.zeros(self.obs_dim, dtype=np.float64) if collect_obs else None
+        limit = max_steps if max_steps is not None else sys.maxsize
+        cap = self._capacity_for(max_steps)
+        if self._buf.shape[0] < cap:
+            self._buf = np.zeros((cap, self.obs_dim), dtype=np.float64)
+        env_step = self.env.step
+        act = policy.act
+        isfinite = math.isfinite
+
+        for k, raw_seed in enumerate(env_seeds):
+            seed = int(raw_seed)
+            buf = self._buf
+            cap = buf.shape[0]
+            policy.reset()
+            obs, _ = self.env.reset(seed=seed)
+            ret = 0.0
+            t = 0
+            try:
+                while t < limit:
+                    if t == cap:
+                        buf = self._grow()
+                        cap = buf.shape[0]
+                    buf[t] = obs  # for finiteness checks and observation statistics
+                    if rng is not None and noise_buf is not None:
+                        rng.standard_normal(out=noise_buf)
+                        noise_buf *= action_noise_std
+                        action = act(obs, noise_buf)
+                    else:
+                        action = act(obs)
+                    obs, reward, terminated, truncated, _ = env_step(action)
+                    r = float(reward)
+                    if not isfinite(r):
+                        raise NonFiniteError(self.env_id, seed, t, f"reward {r}")
+                    ret += r
+                    t += 1
+                    if terminated or truncated:
+                        break
+            except NonFiniteError:
+                raise
+            except Exception as exc:
+                # A NaN observation fed to the policy can make the env itself fail; name it.
+                bad = _first_nonfinite_row(buf, t + 1 if t < cap else t)
+                if bad is not None:
+                    raise NonFiniteError(self.env_id, seed, bad, "observation") from exc
+                raise
+            seg = buf[:t]
+            ep_sum = seg.sum(axis=0)
+            if not np.isfinite(ep_sum).all():
+                bad = _first_nonfinite_row(buf, t)
+                raise NonFiniteError(self.env_id, seed, bad if bad is not None else t,
+                                     "observation")
+            if not np.isfinite(obs).all():
+                raise NonFiniteError(self.env_id, seed, t, "observation")
+            if obs_sum is not None and obs_sumsq is not None:
+                obs_sum += ep_sum
+                obs_sumsq += np.einsum("ij,ij->j", seg, seg)
+            returns[k] = ret
+            lengths[k] = t
+
+        steps = int(lengths.sum())
+        return EpisodeBatch(
+            returns=returns,
+            lengths=lengths,
+            steps=steps,
+            obs_sum=obs_sum,
+            obs_sumsq=obs_sumsq,
+            obs_count=steps if collect_obs else 0,
+        )
+
+    def _grow(self) -> np.ndarray:
+        """Double the observation buffer (episodes longer than any known limit)."""
+        old = self._buf
+        new = np.zeros((old.shape[0] * 2, self.obs_dim), dtype=np.float64)
+        new[: old.shape[0]] = old
+        self._buf = new
+        return new

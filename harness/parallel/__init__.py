@@ -1,0 +1,5 @@
+"""Evaluation protocol and backends: what a worker is asked and what it answers."""
+
+from harness.parallel.protocol import Broadcast, EvalResult, EvalTask, GenerationStats
+
+__all__ = ["Broadcast", "EvalResult", "EvalTask", "GenerationStats"]

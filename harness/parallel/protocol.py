@@ -1,0 +1,82 @@
+"""Messages between the head and its workers.
+
+A task names its candidate either as ``(noise_index, sign)`` into the shared
+noise table (OpenAI-ES; a few integers on the wire) or as an explicit parameter
+vector (Nevergrad, CMA-ES: ``d`` floats on the wire). The head assigns every
+random choice (noise indices, env seeds, action-noise seeds), so a result never
+depends on which worker produced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """What every worker needs once per generation: the centre and the obs normalisation."""
+
+    generation: int
+    centre: np.ndarray | None
+    sigma: float
+    obs_mean: np.ndarray | None
+    obs_std: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """One candidate to evaluate on ``len(env_seeds)`` episodes."""
+
+    task_id: int
+    env_seeds: tuple[int, ...]
+    max_steps: int | None
+    noise_index: int = -1
+    sign: int = 0
+    vector: np.ndarray | None = None
+    collect_obs: bool = False
+    action_noise_std: float = 0.0
+    action_noise_seed: int | None = None
+
+    def parameters(self, broadcast: Broadcast, noise: np.ndarray | None) -> np.ndarray:
+        """Rebuild the candidate's parameters: the explicit vector, or centre + sign*sigma*eps."""
+        if self.vector is not None:
+            return self.vector
+        if broadcast.centre is None:
+            raise ValueError(f"task {self.task_id} has no vector and no centre was broadcast")
+        if self.sign == 0:
+            return broadcast.centre
+        if noise is None:
+            raise ValueError(f"task {self.task_id} needs the noise table")
+        dim = broadcast.centre.size
+        eps = noise[self.noise_index : self.noise_index + dim]
+        return broadcast.centre + np.float32(self.sign * broadcast.sigma) * eps
+
+
+@dataclass
+class EvalResult:
+    """What a worker sends back: scalars and, when asked, observation statistics."""
+
+    task_id: int
+    generation: int
+    returns: np.ndarray
+    lengths: np.ndarray
+    steps: int
+    obs_sum: np.ndarray | None = None
+    obs_sumsq: np.ndarray | None = None
+    obs_count: int = 0
+    worker_id: int = 0
+    duration_s: float = 0.0
+    failed: str | None = None
+
+
+@dataclass
+class GenerationStats:
+    """Measured cost of one ``Evaluator.evaluate`` call."""
+
+    bytes_to_workers: int = 0
+    bytes_from_workers: int = 0
+    worker_seconds: float = 0.0
+    retried_tasks: int = 0
+    extras: dict[str, float] = field(default_factory=dict)

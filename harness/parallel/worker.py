@@ -1,0 +1,131 @@
+"""The evaluation side: turn tasks into results. Shared by every backend.
+
+A ``TaskRunner`` holds one env, one policy and a view of the noise table,
+built once per worker process and reused for every task.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from envs.policies import PolicySpec
+from envs.rollout import RolloutWorker
+from harness.parallel.noise import NoiseSpec, NoiseTable
+from harness.parallel.protocol import Broadcast, EvalResult, EvalTask
+
+
+def encode(message: Any) -> bytes:
+    """Serialise one wire message; its length is what the byte counters add up."""
+    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode(payload: bytes) -> Any:
+    """Inverse of :func:`encode`."""
+    return pickle.loads(payload)
+
+
+class TaskRunner:
+    """Evaluates tasks against the latest broadcast."""
+
+    def __init__(
+        self,
+        env_name: str,
+        policy_spec: PolicySpec,
+        noise: NoiseTable | None,
+        worker_id: int = 0,
+        fail_on_error: bool = True,
+    ) -> None:
+        self.env_name = env_name
+        self.rollout = RolloutWorker(env_name, policy_spec)
+        self.noise = noise
+        self.worker_id = worker_id
+        self.fail_on_error = fail_on_error
+        self.broadcast: Broadcast | None = None
+
+    def set_broadcast(self, broadcast: Broadcast) -> None:
+        """Adopt the generation's centre and observation normalisation."""
+        self.broadcast = broadcast
+
+    def run(self, task: EvalTask) -> EvalResult:
+        """Evaluate one task; an exception inside the env becomes a failed result."""
+        broadcast = self.broadcast
+        if broadcast is None:
+            raise RuntimeError("a task arrived before any broadcast")
+        start = time.perf_counter()
+        noise = self.noise.array if self.noise is not None else None
+        try:
+            params = task.parameters(broadcast, noise)
+            batch = self.rollout.run(
+                params,
+                broadcast.obs_mean,
+                broadcast.obs_std,
+                task.env_seeds,
+                task.max_steps,
+                task.collect_obs,
+                action_noise_std=task.action_noise_std,
+                action_noise_seed=task.action_noise_seed,
+            )
+        except Exception as error:
+            message = (
+                f"env {self.env_name}, generation {broadcast.generation}, task {task.task_id}: "
+                f"{type(error).__name__}: {error}\n{traceback.format_exc()}"
+            )
+            empty = np.zeros(0)
+            return EvalResult(
+                task.task_id, broadcast.generation, empty, empty.astype(np.int64), 0,
+                worker_id=self.worker_id, duration_s=time.perf_counter() - start,
+                failed=message,
+            )
+        return EvalResult(
+            task_id=task.task_id,
+            generation=broadcast.generation,
+            returns=batch.returns,
+            lengths=batch.lengths,
+            steps=batch.steps,
+            obs_sum=batch.obs_sum,
+            obs_sumsq=batch.obs_sumsq,
+            obs_count=batch.obs_count,
+            worker_id=self.worker_id,
+            duration_s=time.perf_counter() - start,
+        )
+
+
+def process_worker_main(
+    conn: Any,
+    worker_id: int,
+    env_name: str,
+    policy_spec: dict[str, Any],
+    noise_spec: NoiseSpec | None,
+    noise_shm_name: str | None,
+) -> None:
+    """Entry point of a pool worker process: serve broadcasts and task batches until closed."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    noise: NoiseTable | None = None
+    if noise_spec is not None:
+        noise = (
+            NoiseTable.attach(noise_spec, noise_shm_name)
+            if noise_shm_name is not None
+            else NoiseTable.create(noise_spec)
+        )
+    runner = TaskRunner(env_name, PolicySpec.from_dict(policy_spec), noise, worker_id)
+    try:
+        while True:
+            try:
+                kind, body = decode(conn.recv_bytes())
+            except (EOFError, OSError):
+                return
+            if kind == "close":
+                return
+            if kind == "broadcast":
+                runner.set_broadcast(body)
+            elif kind == "tasks":
+                conn.send_bytes(encode([runner.run(task) for task in body]))
+    finally:
+        if noise is not None:
+            noise.close()
