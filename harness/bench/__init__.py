@@ -1,0 +1,51 @@
+"""``harness bench``: measurements of this machine, one figure per line.
+
+Each sub-benchmark is a module of this package with ``add_arguments(parser)``
+and ``run(args) -> int``; results print as ``name: value unit`` lines and, with
+``--json FILE``, are written for reports and closing notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+#: sub-benchmark -> (module, one-line help)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "overhead": ("harness.bench.overhead", "share of worker time spent outside env.step"),
+    "solve": ("harness.bench.solve", "wall-clock and timesteps to a target return, over seeds"),
+    "scaling": ("harness.bench.scaling", "speed-up of W workers over one, per backend"),
+    "wire": ("harness.bench.wire", "bytes per generation against parameter count"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench", required=True)
+    for name, (module_name, help_text) in BENCHMARKS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name != module_name:
+                raise
+            continue
+        bench_parser = sub.add_parser(name, help=help_text, description=help_text)
+        bench_parser.add_argument("--json", type=Path, help="also write the figures here")
+        module.add_arguments(bench_parser)
+        bench_parser.set_defaults(bench_run=module.run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result: int = args.bench_run(args)
+    return result
+
+
+def emit(figures: dict[str, Any], json_path: Path | None) -> None:
+    """Print one figure per line and optionally save them all as JSON."""
+    for name, value in figures.items():
+        print(f"{name}: {value}")
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(figures, indent=2))
