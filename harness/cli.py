@@ -82,8 +82,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="env short name or any gymnasium id")
     parser.add_argument("--episodes", type=_positive_int("episodes"), default=1,
                         help="episodes per fitness evaluation")
-    parser.add_argument("--workers", type=_positive_int("workers"), default=1,
-                        help="parallel evaluation workers (RL: parallel envs)")
+    parser.add_argument("--workers", type=_positive_int("workers"), default=os.cpu_count() or 1,
+                        help="parallel evaluation workers (RL: parallel envs); default: CPUs")
     parser.add_argument("--seed", type=int, default=0, help="run seed")
     budget = parser.add_argument_group("budget (whichever comes first; none: the env default)")
     budget.add_argument("--timesteps", type=_positive_int("timesteps"), help="training env steps")

@@ -1,0 +1,52 @@
+"""Shared fixtures: run the real CLI and read real Sacred run directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def harness_cli(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m harness.cli ARGS`` as a real subprocess."""
+    env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1"}
+    completed = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                               text=True, timeout=timeout, cwd=ROOT, env=env)
+    if check and completed.returncode != 0:
+        raise AssertionError(f"harness {' '.join(args)} exited {completed.returncode}:\n"
+                             f"{completed.stdout}\n{completed.stderr}")
+    return completed
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """config, run and metrics of one Sacred FileStorage run directory."""
+    return {name: json.loads((run_dir / f"{name}.json").read_text())
+            for name in ("config", "run", "metrics")}
+
+
+def only_run_dir(runs_dir: Path) -> Path:
+    dirs = [p for p in runs_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+TIMING_METRICS = {"wall_time_s", "evaluate_s", "update_s", "worker_seconds",
+                  "bytes_to_workers", "bytes_from_workers"}
+
+
+def deterministic_metrics(metrics: dict[str, Any]) -> dict[str, list[float]]:
+    """Metric values that must not depend on timing, backend or worker count."""
+    return {name: series["values"] for name, series in metrics.items()
+            if name not in TIMING_METRICS}
+
+
+@pytest.fixture
+def runs_dir(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
