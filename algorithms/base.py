@@ -85,7 +85,7 @@ class Algorithm(ABC):
         """Extra JSON-serialisable facts for the run record (obs statistics, ...)."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, most algorithms need it
         """Release workers."""
 
 

@@ -12,6 +12,8 @@ from harness.parallel.protocol import EvalResult
 STREAM_INIT = 0
 STREAM_GENERATION = 1
 STREAM_EVAL = 2
+#: Seeds of third-party optimizers' own RNGs (pycma, Nevergrad); index = restart number.
+STREAM_OPTIMIZER = 3
 
 SEED_BOUND = 2**31 - 1
 
@@ -23,6 +25,11 @@ class EnvironmentFault(RuntimeError):
 def stream_rng(seed: int, stream: int, index: int = 0) -> np.random.Generator:
     """A generator that depends only on ``(seed, stream, index)``: stateless, so resumable."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, stream, index])))
+
+
+def optimizer_seed(seed: int, index: int = 0) -> int:
+    """A positive seed for a library optimizer's RNG (pycma treats 0 as "seed from the clock")."""
+    return int(stream_rng(seed, STREAM_OPTIMIZER, index).integers(1, SEED_BOUND))
 
 
 def eval_seeds(seed: int, eval_index: int, episodes: int) -> list[int]:

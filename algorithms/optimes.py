@@ -68,8 +68,8 @@ class Adam:
     def __init__(self, dim: int, stepsize: float, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8) -> None:
         self.stepsize, self.beta1, self.beta2, self.epsilon = stepsize, beta1, beta2, epsilon
-        self.m = np.zeros(dim, dtype=np.float32)
-        self.v = np.zeros(dim, dtype=np.float32)
+        self.m: np.ndarray = np.zeros(dim, dtype=np.float32)
+        self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
         self.t = 0
 
     def step(self, loss_gradient: np.ndarray) -> np.ndarray:
@@ -93,7 +93,7 @@ class SGD:
 
     def __init__(self, dim: int, stepsize: float, momentum: float = 0.9) -> None:
         self.stepsize, self.momentum = stepsize, momentum
-        self.v = np.zeros(dim, dtype=np.float32)
+        self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
         self.t = 0
 
     def step(self, loss_gradient: np.ndarray) -> np.ndarray:
@@ -286,7 +286,8 @@ class OptimES(Algorithm):
         self.es.tell(candidates, fitness)
         update_s = time.perf_counter() - started
         self._update_obs_stat(results)
-        lengths = np.concatenate([r.lengths for r in results if r.failed is None] or [[0]])
+        finished = [r.lengths for r in results if r.failed is None]
+        lengths = np.concatenate(finished) if finished else np.zeros(1, dtype=np.int64)
         if self.config.episode_cap == "adaptive" and lengths.size:
             cap = max(int(2 * lengths.mean()), 1)
             limit = self.context.max_episode_steps

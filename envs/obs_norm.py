@@ -52,7 +52,8 @@ class RunningStat:
     def std(self) -> np.ndarray:
         """Standard deviation, with the variance floored at :data:`VAR_FLOOR` (float64)."""
         var = self.sumsq / self.count - np.square(self.mean)
-        return np.sqrt(np.maximum(var, VAR_FLOOR))
+        std: np.ndarray = np.sqrt(np.maximum(var, VAR_FLOOR))
+        return std
 
     def set_from_init(self, init_mean: np.ndarray, init_std: np.ndarray, init_count: float) -> None:
         """Reset the statistics to a given mean, std and (pseudo-)count."""

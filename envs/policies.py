@@ -20,6 +20,7 @@ output becomes an action: ``argmax`` for discrete spaces; for Box spaces ``tanh`
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,18 @@ ActionKind = Literal["discrete", "box"]
 Action = int | np.ndarray
 
 _F32 = np.float32
+
+# Ufuncs bound once: module globals are cheaper to look up than ``np.<name>`` in the hot path.
+_add = np.add
+_subtract = np.subtract
+_multiply = np.multiply
+_divide = np.divide
+_minimum = np.minimum
+_maximum = np.maximum
+_matmul = np.matmul
+_tanh = np.tanh
+_rint = np.rint
+_copyto = np.copyto
 
 
 def _as_int_tuple(values: Sequence[int]) -> tuple[int, ...]:
@@ -82,7 +95,9 @@ class PolicySpec:
         object.__setattr__(self, "action_low", _as_float_tuple(self.action_low))
         object.__setattr__(self, "action_high", _as_float_tuple(self.action_high))
         if self.kind not in get_args(PolicyKind):
-            raise ValueError(f"policy kind must be one of {get_args(PolicyKind)}, got {self.kind!r}")
+            raise ValueError(
+                f"policy kind must be one of {get_args(PolicyKind)}, got {self.kind!r}"
+            )
         if self.activation not in get_args(Activation):
             raise ValueError(
                 f"activation must be one of {get_args(Activation)}, got {self.activation!r}"
@@ -98,8 +113,9 @@ class PolicySpec:
         if any(h <= 0 for h in self.hidden_sizes):
             raise ValueError(f"hidden sizes must be positive, got {self.hidden_sizes}")
         if self.obs_dim <= 0 or self.action_dim <= 0:
-            raise ValueError(f"obs_dim and action_dim must be positive: {self.obs_dim}, "
-                             f"{self.action_dim}")
+            raise ValueError(
+                f"obs_dim and action_dim must be positive: {self.obs_dim}, {self.action_dim}"
+            )
         if self.action_kind == "box":
             if len(self.action_low) != self.action_dim or len(self.action_high) != self.action_dim:
                 raise ValueError(
@@ -142,7 +158,7 @@ class PolicySpec:
             layout += [("out.weight", (self.out_dim, in_size)), ("out.bias", (self.out_dim,))]
             return layout
         sizes = [self.obs_dim, *self.hidden_sizes, self.out_dim]
-        for k, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        for k, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
             name = "out" if k == len(sizes) - 2 else f"l{k}"
             layout += [(f"{name}.weight", (n_out, n_in)), (f"{name}.bias", (n_out,))]
         return layout
@@ -159,8 +175,10 @@ class PolicySpec:
         if self.kind == "lstm":
             act = ""
         disc = f" discretize={self.discretize}" if self.discretize else ""
-        return (f"{self.kind} {sizes}{act}, {self.action_kind}({self.action_dim}){disc}, "
-                f"{self.num_params} params")
+        return (
+            f"{self.kind} {sizes}{act}, {self.action_kind}({self.action_dim}){disc}, "
+            f"{self.num_params} params"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (lists for tuples); inverse of :meth:`from_dict`."""
@@ -212,9 +230,7 @@ def policy_spec_for(
     env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
     obs_space = env.observation_space
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
-        raise ValueError(
-            f"policies need a 1-D Box observation space; {env_id} has {obs_space}"
-        )
+        raise ValueError(f"policies need a 1-D Box observation space; {env_id} has {obs_space}")
     act_space = env.action_space
     if isinstance(act_space, gym.spaces.Discrete):
         if int(act_space.start) != 0:
@@ -362,16 +378,6 @@ class Policy:
     def reset(self) -> None:
         """Clear recurrent state at the start of an episode (no-op for feed-forward)."""
 
-    def _normalise_into(self, obs: np.ndarray, x: np.ndarray) -> None:
-        """Write ``clip((obs - mean) / std, ±obs_clip)`` into the float32 buffer ``x``."""
-        if self._normalize:
-            np.subtract(obs, self._obs_mean, out=x)
-            np.divide(x, self._obs_std, out=x)
-        else:
-            np.copyto(x, obs, casting="same_kind")
-        np.minimum(x, self._clip_hi, out=x)
-        np.maximum(x, self._clip_lo, out=x)
-
     def forward(self, obs: np.ndarray) -> np.ndarray:
         """Raw network output for one observation (an internal buffer, valid until next call)."""
         raise NotImplementedError
@@ -387,21 +393,21 @@ class Policy:
         y = self.forward(obs)
         if self._discrete:
             return int(y.argmax())
-        a = np.tanh(y)
+        a: np.ndarray = _tanh(y)
         if not self._unit_bounds:
-            np.multiply(a, self._half, out=a)
-            np.add(a, self._mid, out=a)
+            _multiply(a, self._half, out=a)
+            _add(a, self._mid, out=a)
         if noise is not None:
-            np.add(a, noise, out=a)
-            np.minimum(a, self._high, out=a)
-            np.maximum(a, self._low, out=a)
+            _add(a, noise, out=a)
+            _minimum(a, self._high, out=a)
+            _maximum(a, self._low, out=a)
         if self._disc:
-            np.subtract(a, self._low, out=a)
-            np.multiply(a, self._inv_level_step, out=a)
-            np.rint(a, out=a)
-            np.multiply(a, self._level_step, out=a)
-            np.add(a, self._low, out=a)
-            np.minimum(a, self._high, out=a)
+            _subtract(a, self._low, out=a)
+            _multiply(a, self._inv_level_step, out=a)
+            _rint(a, out=a)
+            _multiply(a, self._level_step, out=a)
+            _add(a, self._low, out=a)
+            _minimum(a, self._high, out=a)
         return a
 
 
@@ -419,9 +425,9 @@ class FeedForwardPolicy(Policy):
         self._sizes = sizes
         self._bufs = [np.ones(s + 1, dtype=_F32) for s in sizes]
         self._views = [b[:-1] for b in self._bufs]
+        self._x = self._views[0]
         self._mats = [
-            np.zeros((n_out, n_in + 1), dtype=_F32)
-            for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True)
+            np.zeros((n_out, n_in + 1), dtype=_F32) for n_in, n_out in itertools.pairwise(sizes)
         ]
         self._hidden = [
             (self._mats[k], self._bufs[k], self._views[k + 1]) for k in range(len(sizes) - 2)
@@ -452,19 +458,24 @@ class FeedForwardPolicy(Policy):
 
     def forward(self, obs: np.ndarray) -> np.ndarray:
         """Raw network output (before tanh/argmax) for one observation."""
-        self._normalise_into(obs, self._views[0])
-        matmul = np.matmul
+        x = self._x
+        if self._normalize:
+            _subtract(obs, self._obs_mean, out=x)
+            _divide(x, self._obs_std, out=x)
+        else:
+            _copyto(x, obs, casting="same_kind")
+        _minimum(x, self._clip_hi, out=x)
+        _maximum(x, self._clip_lo, out=x)
         if self._relu:
             zero = self._zero
-            for w, x, h in self._hidden:
-                matmul(w, x, out=h)
-                np.maximum(h, zero, out=h)
+            for w, inp, h in self._hidden:
+                _matmul(w, inp, out=h)
+                _maximum(h, zero, out=h)
         else:
-            tanh = np.tanh
-            for w, x, h in self._hidden:
-                matmul(w, x, out=h)
-                tanh(h, out=h)
-        matmul(self._out_w, self._out_in, out=self._y)
+            for w, inp, h in self._hidden:
+                _matmul(w, inp, out=h)
+                _tanh(h, out=h)
+        _matmul(self._out_w, self._out_in, out=self._y)
         return self._y
 
 
@@ -513,19 +524,30 @@ class LSTMPolicy(Policy):
         last = self._layers[-1]
         self._out_w = np.zeros((spec.out_dim, in_size + 1), dtype=_F32)
         self._out_in = last["z"][last["in"] :]  # [h | 1]
+        self._x = self._layers[0]["x"]
         self._y = np.zeros(spec.out_dim, dtype=_F32)
         # Tuples for the hot loop (dict lookups per step are slow).
         self._plan = [
             (
-                L["w"], L["z"], L["gates"], L["scale"], L["offset"], L["i"], L["f"], L["g"],
-                L["o"], L["c"], L["tmp"], L["h_view"],
+                L["w"],
+                L["z"],
+                L["gates"],
+                L["scale"],
+                L["offset"],
+                L["i"],
+                L["f"],
+                L["g"],
+                L["o"],
+                L["c"],
+                L["tmp"],
+                L["h_view"],
                 self._layers[k + 1]["x"] if k + 1 < len(self._layers) else None,
             )
             for k, L in enumerate(self._layers)
         ]
 
     def init_params(self, rng: np.random.Generator) -> np.ndarray:
-        """torch-style init: LSTM weights and biases uniform(±1/sqrt(H)); normc output, zero bias."""
+        """torch-style LSTM init (weights and biases uniform(±1/sqrt(H))), normc output layer."""
         parts: list[np.ndarray] = []
         for name, shape in self._layout:
             if name.startswith("lstm"):
@@ -559,10 +581,17 @@ class LSTMPolicy(Policy):
 
     def forward(self, obs: np.ndarray) -> np.ndarray:
         """Advance the recurrent state by one observation and return the raw output."""
-        self._normalise_into(obs, self._layers[0]["x"])
-        matmul, tanh, mul, add = np.matmul, np.tanh, np.multiply, np.add
+        x = self._x
+        if self._normalize:
+            _subtract(obs, self._obs_mean, out=x)
+            _divide(x, self._obs_std, out=x)
+        else:
+            _copyto(x, obs, casting="same_kind")
+        _minimum(x, self._clip_hi, out=x)
+        _maximum(x, self._clip_lo, out=x)
+        mul, add, tanh = _multiply, _add, _tanh
         for w, z, gates, scale, offset, i, f, g, o, c, tmp, h, nxt in self._plan:
-            matmul(w, z, out=gates)
+            _matmul(w, z, out=gates)
             tanh(gates, out=gates)
             mul(gates, scale, out=gates)
             add(gates, offset, out=gates)
@@ -572,8 +601,8 @@ class LSTMPolicy(Policy):
             tanh(c, out=tmp)
             mul(o, tmp, out=h)
             if nxt is not None:
-                np.copyto(nxt, h)
-        matmul(self._out_w, self._out_in, out=self._y)
+                _copyto(nxt, h)
+        _matmul(self._out_w, self._out_in, out=self._y)
         return self._y
 
 

@@ -187,7 +187,7 @@ class RolloutWorker:
                     obs, reward, terminated, truncated, _ = env_step(action)
                     r = float(reward)
                     if not isfinite(r):
-                        raise NonFiniteError(self.env_id, seed, t, f"reward {r}")
+                        raise self._nonfinite(buf, min(t + 1, cap), seed, t, f"reward {r}")
                     ret += r
                     t += 1
                     if terminated or truncated:
@@ -196,16 +196,14 @@ class RolloutWorker:
                 raise
             except Exception as exc:
                 # A NaN observation fed to the policy can make the env itself fail; name it.
-                bad = _first_nonfinite_row(buf, t + 1 if t < cap else t)
+                bad = _first_nonfinite_row(buf, min(t + 1, cap))
                 if bad is not None:
                     raise NonFiniteError(self.env_id, seed, bad, "observation") from exc
                 raise
             seg = buf[:t]
             ep_sum = seg.sum(axis=0)
             if not np.isfinite(ep_sum).all():
-                bad = _first_nonfinite_row(buf, t)
-                raise NonFiniteError(self.env_id, seed, bad if bad is not None else t,
-                                     "observation")
+                raise self._nonfinite(buf, t, seed, t, "observation")
             if not np.isfinite(obs).all():
                 raise NonFiniteError(self.env_id, seed, t, "observation")
             if obs_sum is not None and obs_sumsq is not None:
@@ -223,6 +221,15 @@ class RolloutWorker:
             obs_sumsq=obs_sumsq,
             obs_count=steps if collect_obs else 0,
         )
+
+    def _nonfinite(
+        self, buf: np.ndarray, rows: int, seed: int, step: int, what: str
+    ) -> NonFiniteError:
+        """The error to raise: the earliest non-finite observation if any, else ``what``."""
+        bad = _first_nonfinite_row(buf, rows)
+        if bad is not None and bad <= step:
+            return NonFiniteError(self.env_id, seed, bad, "observation")
+        return NonFiniteError(self.env_id, seed, step, what)
 
     def _grow(self) -> np.ndarray:
         """Double the observation buffer (episodes longer than any known limit)."""

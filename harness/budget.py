@@ -27,9 +27,9 @@ class Budget:
         self, timesteps: int, generations: int, elapsed_s: float, last_eval: float | None
     ) -> str | None:
         """The reason to stop now, or None to go on."""
-        if self.target_return is not None and last_eval is not None:
-            if last_eval >= self.target_return:
-                return f"target return {self.target_return} reached ({last_eval:.1f})"
+        target = self.target_return
+        if target is not None and last_eval is not None and last_eval >= target:
+            return f"target return {target} reached ({last_eval:.1f})"
         if self.timesteps is not None and timesteps >= self.timesteps:
             return f"timestep budget {self.timesteps} used"
         if self.generations is not None and generations >= self.generations:

@@ -168,7 +168,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name in algorithm_names():
         cls = get_algorithm(name)
         print(f"  {name:<14} [{cls.family}] {cls.summary}")
-    print("  ng:NAME        [es] any optimizer in Nevergrad's registry, e.g. ng:CMA, ng:TwoPointsDE")
+    print("  ng:NAME        [es] any optimizer in Nevergrad's registry (ng:CMA, ng:TwoPointsDE)")
     print("environments (any other gymnasium id passes through):")
     for short, gym_id, description in list_envs():
         print(f"  {short:<22} {gym_id:<28} {description}")

@@ -52,7 +52,8 @@ def read_yaml(path: Path) -> Any:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"malformed YAML in {path}{where}: {getattr(error, 'problem', error)}")
+        problem = getattr(error, "problem", error)
+        raise ConfigError(f"malformed YAML in {path}{where}: {problem}") from None
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror}") from None
 
@@ -240,7 +241,7 @@ def complete_config(config: dict[str, Any]) -> dict[str, Any]:
             value = defaults["run"].get(key)
         config[key] = coerce(key, value, expected)
 
-    budget_given = any(config.get(k) is not None for k in ("timesteps", "generations", "time_limit"))
+    budget_given = any(config.get(k) is not None for k in BUDGET_KEYS[:3])
     for key in BUDGET_KEYS:
         if config.get(key) is None and not budget_given:
             config[key] = defaults["budget"].get(key)
@@ -249,7 +250,8 @@ def complete_config(config: dict[str, Any]) -> dict[str, Any]:
             config[key] = coerce(key, config[key], int if key in ("timesteps", "generations")
                                  else float)
 
-    policy = {**defaults["policy"], **(config.get("policy") or {})}
+    given_policy = {k: v for k, v in (config.get("policy") or {}).items() if v is not None}
+    policy = {**defaults["policy"], **given_policy}
     for key, value in policy.items():
         if key not in POLICY_KEYS:
             raise ConfigError(f"unknown policy key {key!r}; known: {', '.join(POLICY_KEYS)}")

@@ -20,7 +20,7 @@ from sacred import SETTINGS, Experiment
 from sacred.observers import FileStorageObserver
 from sacred.utils import apply_backspaces_and_linefeeds
 
-from harness.config import RUN_KEYS, complete_config
+from harness.config import complete_config
 
 # Worker processes and tqdm write to the real stderr; "sys" capture keeps them out of cout.txt.
 SETTINGS.CAPTURE_MODE = "sys"
@@ -28,7 +28,7 @@ SETTINGS.CONFIG.READ_ONLY_CONFIG = False
 SETTINGS.DISCOVER_SOURCES = "none"
 
 ex = Experiment("es-harness", save_git_info=False)
-ex.captured_out_filter = apply_backspaces_and_linefeeds
+ex.captured_out_filter = apply_backspaces_and_linefeeds  # type: ignore[assignment]
 
 
 @ex.config
@@ -45,45 +45,54 @@ def base_config() -> None:
     time_limit = None  # budget: training wall-clock seconds
     target_return = None  # stop once an evaluation's mean return reaches this
     sweep = None  # name of the sweep that launched this run
-    policy = {}  # policy: kind, hidden_sizes, activation, discretize
+    policy = {"kind": None, "hidden_sizes": None, "activation": None, "discretize": None}
     params = {}  # algorithm hyperparameters; missing ones from defaults.yaml
-
-
-for _key in RUN_KEYS:
-    ex.add_config({_key: None})
+    eval_every_timesteps = None  # evaluate the current policy every this many training steps
+    eval_episodes = None  # fresh seeded episodes per evaluation
+    checkpoint_every = None  # write a checkpoint every this many steps (generations/updates)
+    max_episode_steps = None  # training episode step cap (null: the env's own limit)
+    fail_on_env_error = None  # stop on an env exception or NaN; false scores it as worst
+    sync = None  # broadcast (centre each generation) or seeds (replicated, Algorithm 2)
 
 
 @ex.config_hook
 def fill_defaults(config: dict[str, Any], command_name: str, logger: Any) -> dict[str, Any]:
-    """Complete and validate the config before any observer starts."""
-    return complete_config(dict(config))
+    """Complete and validate the config before any observer starts; return what it filled in."""
+    given = {key: value for key, value in config.items() if not key.startswith("__")}
+    completed = complete_config(given)
+    return {key: value for key, value in completed.items() if given.get(key) != value}
 
 
+# GoodAI study: LunarLanderContinuous with the 18-parameter linear policy.
 @ex.named_config
 def lander() -> None:
-    """GoodAI study: LunarLanderContinuous with the 18-parameter linear policy."""
     env = "LunarLanderContinuous"
     policy = {"kind": "linear"}
 
 
+# GoodAI study: AntBulletEnv with the 6536-parameter 64-64 ReLU MLP, discretised actions.
 @ex.named_config
 def ant() -> None:
-    """GoodAI study: AntBulletEnv with the 6536-parameter 64-64 ReLU MLP, discretised actions."""
     env = "AntBulletEnv"
     policy = {"kind": "mlp", "hidden_sizes": [64, 64], "activation": "relu",
               "discretize": 5}
 
 
+# GoodAI study: Pendulum without velocity, LSTM of 16 cells (1361 parameters).
 @ex.named_config
 def pendulum_partial() -> None:
-    """GoodAI study: Pendulum without velocity, LSTM of 16 cells (1361 parameters)."""
     env = "PendulumPO"
     policy = {"kind": "lstm", "hidden_sizes": [16]}
 
 
 @ex.main
-def main(_config: dict[str, Any], _run: Any) -> dict[str, Any]:
-    """Train the configured algorithm to its budget."""
+def main(_config: dict[str, Any], _run: Any, policy: dict[str, Any],
+         params: dict[str, Any]) -> dict[str, Any]:
+    """Train the configured algorithm to its budget.
+
+    ``policy`` and ``params`` are named so that Sacred accepts keys that a
+    named config or ``with params.KEY=...`` adds inside them.
+    """
     from harness.runner import Trainer
 
     run_dir = _run_dir(_run)

@@ -118,7 +118,8 @@ class Trainer:
     def evaluate(self) -> tuple[float, float]:
         """Evaluate the current policy on the next fresh seeded episodes; log the result."""
         p = self.progress
-        seeds = eval_seeds(int(self.config["seed"]), p.eval_index, int(self.config["eval_episodes"]))
+        episodes = int(self.config["eval_episodes"])
+        seeds = eval_seeds(int(self.config["seed"]), p.eval_index, episodes)
         returns = np.asarray(self.algorithm.evaluate_policy(seeds), dtype=np.float64)
         mean, std = float(returns.mean()), float(returns.std())
         p.eval_index += 1

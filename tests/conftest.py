@@ -14,7 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def harness_cli(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+def harness_cli(
+    *args: str, timeout: float = 300, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m harness.cli ARGS`` as a real subprocess."""
     env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1"}
     completed = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,

@@ -131,8 +131,9 @@ def test_running_stat_state_roundtrip() -> None:
     stat.increment(np.array([1.0, 2.0]), np.array([3.0, 5.0]), 4)
     state = stat.state_dict()
     other = RunningStat(2)
-    other.load_state_dict({k: (v.tolist() if isinstance(v, np.ndarray) else v)
-                           for k, v in state.items()})
+    other.load_state_dict(
+        {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in state.items()}
+    )
     np.testing.assert_array_equal(other.mean, stat.mean)
     np.testing.assert_array_equal(other.std, stat.std)
     assert other.count == stat.count

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algorithms.optimes import SGD, Adam, Candidate, OpenAIES, centered_ranks
+from algorithms.optimes import Adam, Candidate, OpenAIES, centered_ranks
 from harness.parallel.noise import NoiseSpec, NoiseTable
 from harness.parallel.protocol import Broadcast, EvalTask
 

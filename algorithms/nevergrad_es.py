@@ -1,0 +1,169 @@
+"""Nevergrad's optimizers over the flat policy parameters: ``nevergrad-es`` and ``ng:NAME``.
+
+``nevergrad-es`` is Nevergrad's ``ES`` (a (40, 60) evolution strategy with only
+offspring selected); ``ng:NAME`` is any optimizer of
+``nevergrad.optimizers.registry`` (``ng:CMA``, ``ng:DiagonalCMA``,
+``ng:TwoPointsDE``, ...). Both share the ``nevergrad`` section of
+``experiments/defaults.yaml``.
+
+A generation asks ``population`` candidates (the optimizer is built with
+``num_workers=population``, so Nevergrad expects that many outstanding asks),
+evaluates them in parallel and tells all of their losses. Each candidate
+crosses the wire as its full vector.
+
+Initialisation. The parameter vector is an ``ng.p.Array`` whose ``init`` is
+the harness's policy init (normc, as optimes) and whose mutation scale is
+``sigma``; Nevergrad's own default, which GoodAI's runs used, is an Array at
+zero with sigma 1.0 (``init: zeros, sigma: 1.0`` reproduces it). Note that
+``ES`` samples its first 40 parents as ``init + sigma * N(0, I)``, so ``sigma``
+is also the spread of the initial population.
+
+What ``evaluate_policy`` plays. Nevergrad's own answer,
+``optimizer.provide_recommendation()``. For optimizers with a search mean
+(``CMA``, ``DiagonalCMA``, ...) that is the mean. ``ES`` has no centre: it
+recommends the archived candidate with the best estimate, pessimistic when
+``noisy`` is set (the default; Nevergrad is then told the function is
+stochastic). With one noisy evaluation per point that candidate is partly
+chosen for luck, so its training fitness is optimistic; the runner's
+evaluation replays it on fresh seeds, which is an unbiased measure of it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import pickle
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from algorithms.base import Algorithm, doc
+from algorithms.es_common import optimizer_seed
+from algorithms.registry import UnknownAlgorithmError, register, register_prefix
+from algorithms.vector_es import VectorES
+
+
+@dataclass(frozen=True)
+class NevergradConfig:
+    """Hyperparameters of ``nevergrad-es`` and every ``ng:NAME`` (YAML section ``nevergrad``)."""
+
+    population: int = doc(
+        "candidates asked and told per generation (Nevergrad num_workers); 60 is ES's offspring"
+        " count, so one generation is one ES selection", 60)
+    sigma: float = doc(
+        "mutation scale of the parameter Array (Nevergrad's own default is 1.0)", 0.1)
+    init: str = doc(
+        "'policy' (the harness init, as optimes) or 'zeros' (Nevergrad's Array default, as in"
+        " the GoodAI runs)", "policy")
+    noisy: bool = doc(
+        "tell Nevergrad the fitness is stochastic (recommendations by pessimistic estimate)",
+        True)
+    budget: int = doc(
+        "evaluation budget declared to Nevergrad (0: none); optimizers such as NGOpt choose"
+        " their strategy from it", 0)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad value."""
+        if self.population < 1:
+            raise ValueError(f"population must be >= 1, got {self.population}")
+        if not self.sigma > 0:
+            raise ValueError(f"sigma must be positive, got {self.sigma}")
+        if self.init not in ("policy", "zeros"):
+            raise ValueError(f"init must be policy or zeros, got {self.init!r}")
+        if self.budget < 0:
+            raise ValueError(f"budget must be >= 0, got {self.budget}")
+
+
+class NevergradES(VectorES):
+    """A Nevergrad optimizer asked and told one whole population per generation."""
+
+    optimizer_name: ClassVar[str] = "ES"
+    Config = NevergradConfig
+    config: NevergradConfig
+
+    def _library_seed(self, index: int) -> int:
+        return optimizer_seed(self.context.seed, index)
+
+    def _create(self, x0: np.ndarray) -> None:
+        import nevergrad as ng
+
+        cfg = self.config
+        init = x0 if cfg.init == "policy" else np.zeros_like(x0)
+        parametrization = ng.p.Array(init=init).set_mutation(sigma=cfg.sigma)
+        parametrization.random_state = np.random.RandomState(self._library_seed(0))
+        if cfg.noisy:
+            parametrization.function.deterministic = False
+        factory = ng.optimizers.registry[self.optimizer_name]
+        self.optimizer = factory(
+            parametrization=parametrization,
+            budget=cfg.budget or None,
+            num_workers=cfg.population,
+        )
+
+    def _ask(self) -> tuple[list[Any], list[np.ndarray]]:
+        handles = [self.optimizer.ask() for _ in range(self.config.population)]
+        return handles, [np.asarray(h.value, dtype=np.float64) for h in handles]
+
+    def _tell(self, handles: list[Any], losses: np.ndarray) -> None:
+        for handle, loss in zip(handles, losses, strict=True):
+            self.optimizer.tell(handle, float(loss))
+
+    def _centre(self) -> np.ndarray:
+        return np.asarray(self.optimizer.provide_recommendation().value, dtype=np.float64)
+
+    def _extras(self) -> dict[str, float]:
+        return {"num_ask": float(self.optimizer.num_ask), "num_tell": float(self.optimizer.num_tell)}
+
+    def _optimizer_object(self) -> Any:
+        return self.optimizer
+
+    def _load_optimizer_state(self, state: dict[str, Any]) -> None:
+        self.optimizer = pickle.loads(state["optimizer"])
+
+
+@register("nevergrad-es")
+class NevergradEvolutionStrategy(NevergradES):
+    """Nevergrad's ES over the flat policy parameters."""
+
+    summary = "Nevergrad's ES (GoodAI's 'ES'); a vector per candidate on the wire"
+
+
+_NG_CLASSES: dict[str, type[Algorithm]] = {}
+
+
+def nevergrad_algorithm(optimizer_name: str) -> type[Algorithm]:
+    """The algorithm class of ``ng:optimizer_name``; created once per name and cached.
+
+    Raises :class:`UnknownAlgorithmError` with close matches for a name that is
+    not in ``nevergrad.optimizers.registry``.
+    """
+    cached = _NG_CLASSES.get(optimizer_name)
+    if cached is not None:
+        return cached
+    import nevergrad as ng
+
+    registry = ng.optimizers.registry
+    if optimizer_name not in registry:
+        by_lower = {name.lower(): name for name in registry}
+        close = difflib.get_close_matches(optimizer_name.lower(), list(by_lower), n=4,
+                                          cutoff=0.6)
+        hint = (f"; did you mean: {', '.join('ng:' + by_lower[c] for c in close)}?"
+                if close else "")
+        raise UnknownAlgorithmError(
+            f"unknown Nevergrad optimizer {optimizer_name!r} (ng:{optimizer_name}){hint} "
+            f"({len(registry)} names in nevergrad.optimizers.registry)"
+        )
+    class_name = "Nevergrad_" + re.sub(r"\W", "_", optimizer_name)
+    cls = type(class_name, (NevergradES,), {
+        "__module__": __name__,
+        "__doc__": f"Nevergrad's {optimizer_name} over the flat policy parameters.",
+        "optimizer_name": optimizer_name,
+        "summary": f"Nevergrad's {optimizer_name}; a vector per candidate on the wire",
+    })
+    cls.name = f"ng:{optimizer_name}"
+    _NG_CLASSES[optimizer_name] = cls
+    return cls
+
+
+register_prefix("ng", nevergrad_algorithm)
