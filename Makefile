@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: venv
-	$(BIN)/harness run --algo optimes --env LunarLanderContinuous --workers 2 --target-return 200
+	$(BIN)/harness sweep experiments/demo.yaml --runs-dir runs/demo
+	$(BIN)/harness report runs/demo --out reports/demo
 
 test: venv
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)

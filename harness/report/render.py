@@ -1,0 +1,117 @@
+"""Writing a report: ``report.md`` beside its PNGs, and one self-contained ``report.html``."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from harness.report.tables import fmt, markdown_table
+
+
+@dataclass
+class Section:
+    """A heading with paragraphs, figures (PNG file names) and tables of display strings."""
+
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    images: list[tuple[str, str]] = field(default_factory=list)  # (file name, alt text)
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)  # (caption, table)
+
+
+@dataclass
+class Document:
+    title: str
+    intro: list[str]
+    sections: list[Section]
+
+
+def to_markdown(doc: Document) -> str:
+    out = [f"# {doc.title}", ""]
+    for paragraph in doc.intro:
+        out += [paragraph, ""]
+    for section in doc.sections:
+        out += [f"## {section.title}", ""]
+        for paragraph in section.paragraphs:
+            out += [paragraph, ""]
+        for name, alt in section.images:
+            out += [f"![{alt}]({name})", ""]
+        for table_caption, table in section.tables:
+            if table_caption:
+                out += [f"*{table_caption}*", ""]
+            out += [markdown_table(table), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+_INLINE = [
+    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
+    (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
+    (re.compile(r"(?<![*\w])\*([^*]+)\*(?![*\w])"), r"<em>\1</em>"),
+]
+
+
+def _inline(text: str) -> str:
+    """The little Markdown the paragraphs use (code, bold, italic, links) as HTML."""
+    escaped = html.escape(text, quote=False)
+    for pattern, replacement in _INLINE:
+        escaped = pattern.sub(replacement, escaped)
+    return re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', escaped)
+
+
+def _paragraph(text: str) -> str:
+    lines = text.splitlines()
+    if lines and all(line.startswith("- ") for line in lines):
+        items = "".join(f"<li>{_inline(line[2:])}</li>" for line in lines)
+        return f"<ul>{items}</ul>"
+    return f"<p>{_inline(text)}</p>"
+
+
+def _html_table(table: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>"
+        for row in table.itertuples(index=False)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 1180px;
+       margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; }
+h2 { margin-top: 2em; border-bottom: 1px solid #eee; padding-bottom: .2em; }
+img { max-width: 100%; height: auto; display: block; margin: 1em 0; }
+table { border-collapse: collapse; margin: .6em 0 1.4em; font-size: .9em; }
+th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: right; }
+th { background: #f4f4f4; }
+td:first-child, td:nth-child(2) { text-align: left; }
+code { background: #f4f4f4; padding: 0 .25em; border-radius: 3px; }
+.caption { font-style: italic; color: #555; margin-bottom: .2em; }
+"""
+
+
+def to_html(doc: Document, folder: Path) -> str:
+    """The document as one HTML file; PNGs from ``folder`` embedded as base64 data URIs."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(doc.title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{html.escape(doc.title)}</h1>",
+    ]
+    parts += [_paragraph(p) for p in doc.intro]
+    for section in doc.sections:
+        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+        parts += [_paragraph(p) for p in section.paragraphs]
+        for name, alt in section.images:
+            data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
+            parts.append(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">')
+        for table_caption, table in section.tables:
+            if table_caption:
+                parts.append(f'<p class="caption">{_inline(table_caption)}</p>')
+            parts.append(_html_table(table))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,266 @@
+"""A 2-D UMAP map of the models a run visited, as in the seeds' article.
+
+From a run's population log (``population.npz``, format in
+:mod:`harness.records`): for OpenAI-ES every candidate of every generation
+whose centre is stored is rebuilt from the centre, sigma and its noise-table
+slice (the table regenerated from its seed), exactly as the workers built it;
+for algorithms with vector candidates the stored candidates are used, or the
+centres alone. Points are coloured by fitness and by generation; the centre's
+path is drawn on top.
+
+Runs without a population log are mapped by their final parameters instead
+(one point per run, coloured by final return), when at least four runs of one
+env and policy size are present.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from harness.records import PopulationLog, RunRecord
+
+MAX_POINTS = 5000
+MIN_POINTS = 4
+
+
+@dataclass
+class ModelCloud:
+    """Parameter vectors with their fitness and generation; ``is_centre`` marks centres."""
+
+    params: np.ndarray
+    fitness: np.ndarray
+    generation: np.ndarray
+    is_centre: np.ndarray
+
+
+def models_from_population(log: PopulationLog, max_points: int = MAX_POINTS) -> ModelCloud | None:
+    """The visited models a population log can rebuild (subsampled by generation to a cap)."""
+    dim = log.centre.shape[1] if log.centre.ndim == 2 else 0
+    if dim == 0 or len(log.centre_generation) == 0:
+        return None
+    centre_rows = {int(g): i for i, g in enumerate(log.centre_generation)}
+    gen_rows = {int(g): i for i, g in enumerate(log.generation)}
+    vector_rows = (
+        {int(g): i for i, g in enumerate(log.candidate_generation)}
+        if log.candidate_generation is not None
+        else {}
+    )
+    noise = None
+    if log.uses_noise_table:
+        from harness.parallel.noise import NoiseSpec, NoiseTable
+
+        noise = NoiseTable.create(NoiseSpec(int(log.noise_size), int(log.noise_seed)))
+    try:
+        mappable = [
+            g
+            for g in sorted(centre_rows)
+            if g in gen_rows and (noise is not None or g in vector_rows)
+        ]
+        width = log.fitness.shape[1] if log.fitness.ndim == 2 else 0
+        per_generation = max(width, 1) + 1
+        step = max(1, math.ceil(len(mappable) * per_generation / max_points))
+        chosen = set(mappable[::step])
+        params, fitness, generation, centre_flag = [], [], [], []
+        for g in sorted(centre_rows):
+            centre = log.centre[centre_rows[g]]
+            row = gen_rows.get(g)
+            gen_fitness = log.fitness[row] if row is not None else np.array([])
+            finite = gen_fitness[np.isfinite(gen_fitness)]
+            params.append(centre)
+            fitness.append(float(finite.mean()) if finite.size else math.nan)
+            generation.append(g)
+            centre_flag.append(True)
+            if g not in chosen or row is None:
+                continue
+            if noise is not None:
+                sigma = float(log.sigma[row])
+                for i in range(width):
+                    index, sign = int(log.noise_index[row, i]), int(log.sign[row, i])
+                    if index < 0 or sign == 0 or not np.isfinite(gen_fitness[i]):
+                        continue
+                    eps = noise.get(index, dim)
+                    params.append(centre + np.float32(sign * sigma) * eps)
+                    fitness.append(float(gen_fitness[i]))
+                    generation.append(g)
+                    centre_flag.append(False)
+            elif log.candidates is not None:
+                vectors = log.candidates[vector_rows[g]]
+                for i in range(min(len(vectors), width)):
+                    if not np.isfinite(gen_fitness[i]):
+                        continue
+                    params.append(vectors[i])
+                    fitness.append(float(gen_fitness[i]))
+                    generation.append(g)
+                    centre_flag.append(False)
+    finally:
+        if noise is not None:
+            noise.close()
+    return ModelCloud(
+        np.asarray(params, np.float32),
+        np.asarray(fitness, np.float64),
+        np.asarray(generation, np.int64),
+        np.asarray(centre_flag, bool),
+    )
+
+
+def embed(params: np.ndarray, seed: int = 0) -> np.ndarray:
+    """UMAP to 2-D, deterministic (``random_state``), neighbours scaled down for few points."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import umap
+
+        n = len(params)
+        reducer = umap.UMAP(
+            n_components=2,
+            n_neighbors=max(2, min(15, n - 1)),
+            min_dist=0.1,
+            random_state=seed,
+            init="spectral" if n > 60 else "random",
+            n_jobs=1,
+        )
+        embedding: np.ndarray = reducer.fit_transform(params)
+    return embedding
+
+
+def population_figure(
+    record: RunRecord, log: PopulationLog, title_caption: str, max_points: int = MAX_POINTS
+) -> Figure | None:
+    """Two panels over one embedding: coloured by fitness and by generation."""
+    import matplotlib.pyplot as plt
+
+    from harness.report.plots import apply_style, finish
+
+    cloud = models_from_population(log, max_points)
+    if cloud is None or len(cloud.params) < MIN_POINTS:
+        return None
+    xy = embed(cloud.params)
+    apply_style()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
+    candidates = ~cloud.is_centre
+    centres = np.flatnonzero(cloud.is_centre)
+    order = centres[np.argsort(cloud.generation[centres])]
+    panels = [("fitness", cloud.fitness, "viridis"), ("generation", cloud.generation, "magma")]
+    for ax, (name, values, cmap) in zip(axes, panels, strict=True):
+        show = candidates if candidates.any() else cloud.is_centre
+        points = ax.scatter(
+            xy[show, 0], xy[show, 1], c=values[show], cmap=cmap, s=6, alpha=0.75, linewidths=0
+        )
+        ax.plot(
+            xy[order, 0],
+            xy[order, 1],
+            "-",
+            color="black",
+            linewidth=0.7,
+            alpha=0.6,
+            label="centre path",
+        )
+        marked = order[:: max(1, len(order) // 20)]  # at most ~20 centre markers
+        ax.scatter(
+            xy[marked, 0],
+            xy[marked, 1],
+            c="white",
+            edgecolors="black",
+            s=12,
+            linewidths=0.5,
+            zorder=3,
+            label="centre",
+        )
+        ax.scatter(
+            xy[order[-1:], 0],
+            xy[order[-1:], 1],
+            marker="*",
+            c="red",
+            s=120,
+            zorder=4,
+            label="last centre",
+        )
+        fig.colorbar(points, ax=ax, label=name)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(f"coloured by {name}", fontsize=11)
+        ax.legend(fontsize=8, loc="best")
+    n_models = int(candidates.sum())
+    kind = (
+        "candidates rebuilt from centres and noise indices"
+        if log.uses_noise_table
+        else ("stored candidate vectors" if log.candidates is not None else "stored centres")
+    )
+    text = (
+        f"{title_caption} · run {record.path.name}: {n_models} {kind} and "
+        f"{len(order)} centres, {log.centre.shape[1]} parameters"
+    )
+    return finish(
+        fig,
+        f"UMAP map of the models visited: {record.config.get('algo')} on "
+        f"{record.config.get('env')}",
+        text,
+    )
+
+
+def final_params_figure(
+    runs: pd.DataFrame, records: dict[str, RunRecord], title_caption: str
+) -> Figure | None:
+    """Fallback map: each run's final parameters, for the largest same-size set of runs."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import Normalize
+
+    from harness.report.plots import finish
+
+    rows, vectors = [], []
+    for _, row in runs.iterrows():
+        path = records[row["run"]].artifact_path("final_params.npy")
+        if path is None:
+            continue
+        try:
+            vector = np.load(path).astype(np.float32).ravel()
+        except (OSError, ValueError):
+            continue
+        rows.append(row)
+        vectors.append(vector)
+    if not vectors:
+        return None
+    frame = pd.DataFrame(rows).reset_index(drop=True)
+    frame["dim"] = [v.size for v in vectors]
+    frame["policy_key"] = frame["env"].astype(str) + "/" + frame["dim"].astype(str)
+    best = frame["policy_key"].value_counts()
+    if best.iloc[0] < MIN_POINTS:
+        return None
+    keep = frame.index[frame["policy_key"] == best.index[0]]
+    subset = frame.loc[keep].reset_index(drop=True)
+    xy = embed(np.stack([vectors[i] for i in keep]))
+    subset["umap 1"], subset["umap 2"] = xy[:, 0], xy[:, 1]
+    fig, ax = plt.subplots(figsize=(8.0, 5.6))
+    scores = subset["final_eval_return"].astype(float)
+    norm = Normalize(float(np.nanmin(scores)), float(np.nanmax(scores)) + 1e-9)
+    markers = ["o", "X", "s", "^", "D", "P", "v", "*"]
+    for i, (algo, frame) in enumerate(subset.groupby("algo", sort=True)):
+        points = ax.scatter(
+            frame["umap 1"],
+            frame["umap 2"],
+            c=frame["final_eval_return"],
+            cmap="viridis",
+            norm=norm,
+            marker=markers[i % len(markers)],
+            s=80,
+            edgecolors="black",
+            linewidths=0.5,
+            label=str(algo),
+        )
+    fig.colorbar(points, ax=ax, label="final eval return")
+    ax.set_xlabel("UMAP 1")
+    ax.set_ylabel("UMAP 2")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.legend(fontsize=8, loc="best", title="algorithm", title_fontsize=8)
+    env = subset["env"].iloc[0]
+    text = (
+        f"{title_caption} · {len(subset)} runs' final parameters "
+        f"({int(subset['dim'].iloc[0])} each); no population log stored"
+    )
+    return finish(fig, f"UMAP map of final models: {env}", text)
