@@ -1,33 +1,126 @@
-"""Checkpoints: everything a run needs to continue, written atomically."""
+"""Checkpoints: everything a run needs to continue, written atomically.
+
+A checkpoint file is a one-line header (magic, format version, SHA-256 of the
+payload) followed by a pickle. It is written to a temporary file in the same
+directory, flushed and fsynced, then renamed over the old one, so a reader
+(or a head killed mid-write) only ever sees the previous checkpoint or the new
+one, never half of one. A damaged file (truncated, bit-flipped, not a
+checkpoint) is reported as :class:`CheckpointError` naming the file.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import pickle
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
 CHECKPOINT_NAME = "checkpoint.pkl"
+#: Testing hook (``harness check-repro``): a run delivers itself a real SIGINT after this step.
+INTERRUPT_ENV = "HARNESS_INTERRUPT_AT_STEP"
+MAGIC = b"es-harness-checkpoint"
+FORMAT_VERSION = 1
+_TEMP_PREFIX = ".checkpoint-"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, damaged or not a checkpoint; one line names it."""
+
+
+def encode_state(state: dict[str, Any]) -> bytes:
+    """Serialise a state (a deep copy frozen in bytes: later mutation cannot reach it)."""
+    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def atomic_write(
+    path: Path, chunks: list[bytes], durable: bool = True, prefix: str = _TEMP_PREFIX
+) -> None:
+    """Write ``chunks`` to a new file beside ``path``, then rename it over ``path``.
+
+    Readers, and a process killed at any instant, see the old file or the new
+    one. ``durable`` also fsyncs the data and the directory (survives power loss).
+    The file gets the usual permissions (0666 less the umask).
+    """
+    while True:
+        temporary = path.parent / f"{prefix}{secrets.token_hex(6)}"
+        try:
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            for chunk in chunks:
+                stream.write(chunk)
+            stream.flush()
+            if durable:
+                os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    if durable:
+        _fsync_dir(path.parent)
+
+
+def write_checkpoint_payload(path: Path, payload: bytes) -> None:
+    """Write an :func:`encode_state` payload to ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(payload).hexdigest().encode("ascii")
+    header = b"%s %d %s\n" % (MAGIC, FORMAT_VERSION, digest)
+    atomic_write(path, [header, payload])
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write ``state`` to ``path`` through a temporary file and an atomic rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".checkpoint-", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            pickle.dump(state, stream, protocol=pickle.HIGHEST_PROTOCOL)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_checkpoint_payload(path, encode_state(state))
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable (best effort: not every filesystem allows it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Delete temporary files a killed writer left behind (never the checkpoint itself)."""
+    for leftover in folder.glob(f"{_TEMP_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint`."""
-    with open(path, "rb") as stream:
-        state: dict[str, Any] = pickle.load(stream)
+    """Read and verify a checkpoint written by :func:`save_checkpoint`."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint at {path}") from None
+    except OSError as error:
+        raise CheckpointError(f"cannot read checkpoint {path}: {error.strerror}") from None
+    header, newline, payload = data.partition(b"\n")
+    parts = header.split(b" ")
+    if not newline or len(parts) != 3 or parts[0] != MAGIC:
+        raise CheckpointError(f"checkpoint {path} is damaged: not an es-harness checkpoint")
+    if parts[1] != str(FORMAT_VERSION).encode():
+        raise CheckpointError(
+            f"checkpoint {path} has format {parts[1].decode(errors='replace')!r}; "
+            f"this version reads {FORMAT_VERSION}"
+        )
+    if hashlib.sha256(payload).hexdigest().encode("ascii") != parts[2]:
+        raise CheckpointError(
+            f"checkpoint {path} is damaged: checksum mismatch ({len(data)} bytes)"
+        )
+    try:
+        state = pickle.loads(payload)
+    except Exception as error:  # a valid checksum of an unreadable pickle: wrong code version
+        raise CheckpointError(f"checkpoint {path} cannot be read: {error}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path} is damaged: unexpected content")
     return state

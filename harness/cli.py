@@ -6,10 +6,12 @@ import argparse
 import dataclasses
 import importlib
 import os
+import socket
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from harness.config import (
     POLICY_KEYS,
@@ -24,6 +26,13 @@ EXIT_USAGE = 2
 
 class UsageError(Exception):
     """Bad input: printed as one line, exit status 2, nothing written."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage block): exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def _positive_int(name: str) -> Callable[[str], int]:
@@ -125,21 +134,72 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_runs_dir(path: Path) -> None:
     """Refuse a runs directory this user cannot write, before anything is created."""
-    probe = path
-    while not probe.exists():
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+    writable = probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+    if writable:  # os.access says yes to root everywhere: try it (a file, removed at once)
+        try:
+            with tempfile.TemporaryFile(dir=probe, prefix=".harness-probe-"):
+                pass
+        except OSError:
+            writable = False
+    if not writable:
         raise UsageError(f"runs directory {str(path)!r} is not writable")
+
+
+def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
+    """Refuse a Ray address that nothing answers on, before anything is created.
+
+    Forms: ``HOST:PORT`` (GCS, default port 6379), ``ray://HOST:PORT`` (Ray
+    client, default 10001), ``auto`` (the cluster recorded by ``ray start`` on
+    this machine) and ``local`` / none (a new local instance, always fine).
+    """
+    if not address or address == "local":
+        return
+    target = address
+    if address == "auto":
+        folder = Path(os.environ.get("RAY_TMPDIR") or "/tmp/ray")
+        try:
+            target = (folder / "ray_current_cluster").read_text().strip()
+        except OSError:
+            target = ""
+        if not target:
+            raise UsageError("ray address 'auto': no running Ray cluster on this machine "
+                             "(start one with `ray start --head`)")
+    scheme, sep, rest = target.partition("://")
+    if not sep:
+        scheme, rest = "", target
+    if scheme not in ("", "ray"):
+        raise UsageError(f"ray address {address!r}: unknown scheme {scheme + '://'!r}")
+    rest = rest.split("/", 1)[0]
+    host, colon, port_text = rest.rpartition(":")
+    if not colon or host.endswith(":"):  # no port (or a bare IPv6 address)
+        host, port_text = rest, "10001" if scheme == "ray" else "6379"
+    host = host.strip("[]")
+    if not host:
+        raise UsageError(f"ray address {address!r} names no host")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise UsageError(f"ray address {address!r}: port {port_text!r} is not a number") from None
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as error:
+        reason = error.strerror or str(error) or type(error).__name__
+        raise UsageError(
+            f"ray address {address!r} is unreachable ({host}:{port}: {reason})"
+        ) from None
 
 
 def start_run(config: dict[str, Any], runs_dir: Path) -> Any:
     """Run one Sacred-tracked training run into ``runs_dir``; return the Sacred run."""
-    from sacred.observers import FileStorageObserver
+    from harness.experiment import ex, make_observer
 
-    from harness.experiment import ex
-
-    ex.observers = [FileStorageObserver(str(runs_dir))]
-    return ex.run(config_updates=config)
+    ex.observers = [make_observer(runs_dir)]
+    # The config is complete and validated; "--force" silences Sacred's notes about the keys
+    # that the defaults hook filled in (params.*, policy.*).
+    return ex.run(config_updates=config, options={"--force": True})
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -148,7 +208,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ["HARNESS_PROGRESS"] = "0"
     runs_dir = Path(args.runs_dir)
     check_runs_dir(runs_dir)
-    run = start_run(config, runs_dir)
+    if config["backend"] == "ray":
+        check_ray_address(config.get("ray_address"))
+    try:
+        run = start_run(config, runs_dir)
+    except Exception as error:
+        from harness.experiment import run_failure_message
+
+        message = run_failure_message(error)  # None: no run started, show the traceback
+        if message is None:
+            raise
+        print(f"harness: {message}", file=sys.stderr)
+        return 1
     run_dir = runs_dir / str(run._id)
     result = run.result or {}
     print(f"run {run._id} {run.status}: {run_dir}")
@@ -183,7 +254,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"run": cmd_run, "lis
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="harness", description="Compare evolution strategies with RL, with evidence."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -233,4 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main: sub-command modules raise harness.cli.UsageError, which
+    # is another class than this __main__ module's own copy.
+    from harness.cli import main as _main
+
+    sys.exit(_main())

@@ -88,8 +88,8 @@ def env_defaults(
 
 
 def algo_section(algo: str) -> str:
-    """YAML section of an algorithm: ``ng:NAME`` shares the ``nevergrad`` section."""
-    return "nevergrad" if algo.startswith("ng:") else algo
+    """YAML section of an algorithm: ``nevergrad-es`` and ``ng:NAME`` share ``nevergrad``."""
+    return "nevergrad" if algo.startswith("ng:") or algo == "nevergrad-es" else algo
 
 
 def parse_value(text: str) -> Any:
@@ -206,6 +206,40 @@ TOP_LEVEL_DOCS: dict[str, str] = {
 }
 
 
+def check_values(config: dict[str, Any]) -> None:
+    """Range checks of run and policy knobs, so a bad value fails before a run starts."""
+    from envs.policies import Activation, PolicyKind
+
+    def positive(key: str, value: Any, allow_zero: bool = False, allow_none: bool = False) -> None:
+        if value is None and allow_none:
+            return
+        if value is None or value < (0 if allow_zero else 1):
+            least = "zero or more" if allow_zero else "positive"
+            raise ConfigError(f"{key} must be {least}, got {value!r}")
+
+    positive("eval_every_timesteps", config.get("eval_every_timesteps"))
+    positive("eval_episodes", config.get("eval_episodes"))
+    positive("checkpoint_every", config.get("checkpoint_every"), allow_zero=True)
+    positive("max_episode_steps", config.get("max_episode_steps"), allow_none=True)
+    if config.get("sync") not in ("broadcast", "seeds"):
+        raise ConfigError(f"sync must be broadcast or seeds, got {config.get('sync')!r}")
+    policy = config.get("policy") or {}
+    kinds, activations = typing.get_args(PolicyKind), typing.get_args(Activation)
+    if "kind" in policy and policy["kind"] not in kinds:
+        raise ConfigError(f"policy.kind must be one of {', '.join(kinds)}, got {policy['kind']!r}")
+    if "activation" in policy and policy["activation"] not in activations:
+        raise ConfigError(
+            f"policy.activation must be one of {', '.join(activations)}, "
+            f"got {policy['activation']!r}"
+        )
+    sizes = policy.get("hidden_sizes") or []
+    if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in sizes):
+        raise ConfigError(f"policy.hidden_sizes must be positive integers, got {sizes!r}")
+    discretize = policy.get("discretize", 0)
+    if discretize is not None and (discretize < 0 or discretize == 1):
+        raise ConfigError(f"policy.discretize must be 0 or at least 2, got {discretize!r}")
+
+
 def complete_config(config: dict[str, Any]) -> dict[str, Any]:
     """Fill every ``None``/missing knob from the defaults and validate the whole config.
 
@@ -261,6 +295,8 @@ def complete_config(config: dict[str, Any]) -> dict[str, Any]:
     params = {**defaults["params"], **(config.get("params") or {})}
     instance = validate_params(params, algo_cls.Config, f"params of {config['algo']}")
     config["params"] = dataclasses.asdict(instance)
+
+    check_values(config)
 
     from harness.budget import Budget
 

@@ -11,15 +11,21 @@ the stored ``config.json`` of a run holds every value that shaped it.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from sacred import SETTINGS, Experiment
 from sacred.observers import FileStorageObserver
+from sacred.serializer import flatten
 from sacred.utils import apply_backspaces_and_linefeeds
 
+from harness.checkpoint import atomic_write
 from harness.config import complete_config
 
 # Worker processes and tqdm write to the real stderr; "sys" capture keeps them out of cout.txt.
@@ -74,8 +80,7 @@ def lander() -> None:
 @ex.named_config
 def ant() -> None:
     env = "AntBulletEnv"
-    policy = {"kind": "mlp", "hidden_sizes": [64, 64], "activation": "relu",
-              "discretize": 5}
+    policy = {"kind": "mlp", "hidden_sizes": [64, 64], "activation": "relu", "discretize": 5}
 
 
 # GoodAI study: Pendulum without velocity, LSTM of 16 cells (1361 parameters).
@@ -86,8 +91,9 @@ def pendulum_partial() -> None:
 
 
 @ex.main
-def main(_config: dict[str, Any], _run: Any, policy: dict[str, Any],
-         params: dict[str, Any]) -> dict[str, Any]:
+def main(
+    _config: dict[str, Any], _run: Any, policy: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
     """Train the configured algorithm to its budget.
 
     ``policy`` and ``params`` are named so that Sacred accepts keys that a
@@ -111,7 +117,290 @@ def _run_dir(run: Any) -> Path | None:
     return None
 
 
+# -- run records ----------------------------------------------------------------------------
+
+RUN_LOCK_NAME = ".run.lock"
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON the way Sacred does (flattened, sorted, indented), through a rename.
+
+    A head killed mid-write leaves the previous file intact, never half a file.
+    """
+    text = json.dumps(flatten(obj), sort_keys=True, indent=2)
+    atomic_write(path, [text.encode("utf-8")], durable=False, prefix=f".{path.name}-")
+
+
+def lock_run_dir(run_dir: Path) -> int | None:
+    """Take the run's liveness lock: an fd, or None when another process holds it.
+
+    The kernel drops an ``flock`` when its holder dies, SIGKILL included, so a
+    run whose lock can be taken is not running anywhere on this machine.
+    """
+    fd = os.open(run_dir / RUN_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+    return fd
+
+
+def head_info() -> dict[str, Any]:
+    """Which process writes the run (shown in run.json; resume checks it)."""
+    return {"pid": os.getpid(), "hostname": socket.gethostname()}
+
+
+class RunStorageObserver(FileStorageObserver):
+    """Sacred's FileStorageObserver, made safe to kill and to resume.
+
+    Same files and formats, plus: every JSON file is replaced atomically;
+    metrics stay sorted by step when the heartbeat thread and a checkpoint
+    flush write at once; artifacts are listed once; ``run.json`` names the head
+    process; and the run directory holds an ``flock`` while the run lives.
+    """
+
+    def initialize(self, *args: Any, **kwargs: Any) -> None:
+        super().initialize(*args, **kwargs)
+        self._io_lock = threading.RLock()
+        self._run_lock: int | None = None
+
+    def _path(self, name: str) -> Path:
+        return Path(str(self.dir)) / name
+
+    def _entry(self) -> dict[str, Any]:
+        entry: dict[str, Any] = self.run_entry or {}
+        return entry
+
+    # files
+    def save_json(self, obj: Any, filename: str) -> None:
+        with self._io_lock:
+            write_json_atomic(self._path(filename), obj)
+
+    def save_cout(self) -> None:
+        with self._io_lock:
+            super().save_cout()
+
+    def log_metrics(self, metrics_by_name: dict[str, Any], info: Any) -> None:
+        if not metrics_by_name:
+            return
+        with self._io_lock:
+            path = self._path("metrics.json")
+            saved = json.loads(path.read_text()) if path.exists() else {}
+            for name, new in metrics_by_name.items():
+                series = saved.setdefault(name, {"values": [], "steps": [], "timestamps": []})
+                rows = list(
+                    zip(series["steps"], series["values"], series["timestamps"], strict=True)
+                )
+                rows += zip(
+                    new["steps"],
+                    new["values"],
+                    [stamp.isoformat() for stamp in new["timestamps"]],
+                    strict=True,
+                )
+                rows.sort(key=lambda row: row[0])
+                series["steps"] = [row[0] for row in rows]
+                series["values"] = [row[1] for row in rows]
+                series["timestamps"] = [row[2] for row in rows]
+            self.save_json(saved, "metrics.json")
+
+    # liveness
+    def _make_dir(self, _id: Any) -> None:
+        super()._make_dir(_id)
+        self._run_lock = lock_run_dir(self._path(""))
+
+    def _release(self) -> None:
+        if self._run_lock is not None:
+            os.close(self._run_lock)
+            self._run_lock = None
+
+    # events
+    def started_event(self, *args: Any, **kwargs: Any) -> Any:
+        with self._io_lock:
+            _id = super().started_event(*args, **kwargs)
+            self._entry()["head"] = head_info()
+            self.save_json(self.run_entry, "run.json")
+        return _id
+
+    def heartbeat_event(self, *args: Any, **kwargs: Any) -> None:
+        with self._io_lock:
+            super().heartbeat_event(*args, **kwargs)
+
+    def artifact_event(
+        self, name: str, filename: str, metadata: Any = None, content_type: Any = None
+    ) -> None:
+        with self._io_lock:
+            self.save_file(filename, name)
+            artifacts = self._entry().setdefault("artifacts", [])
+            if name not in artifacts:
+                artifacts.append(name)
+            self.save_json(self.run_entry, "run.json")
+
+    def completed_event(self, stop_time: Any, result: Any) -> None:
+        with self._io_lock:
+            try:
+                super().completed_event(stop_time, result)
+            finally:
+                self._release()
+
+    def interrupted_event(self, interrupt_time: Any, status: Any) -> None:
+        with self._io_lock:
+            try:
+                super().interrupted_event(interrupt_time, status)
+            finally:
+                self._release()
+
+    def failed_event(self, fail_time: Any, fail_trace: Any) -> None:
+        with self._io_lock:
+            try:
+                super().failed_event(fail_time, fail_trace)
+            finally:
+                self._release()
+
+
+class ResumeObserver(RunStorageObserver):
+    """Continues an existing run directory instead of creating one.
+
+    ``started_event`` keeps the stored ``run.json`` (command, host, start time,
+    artifacts), sets it RUNNING again, appends an entry to its ``resumed`` list,
+    stores the config in force (a resumed budget may differ), drops the metrics
+    logged after the checkpoint (they are re-done) and marks the resumption in
+    ``cout.txt``. The later events are Sacred's, so the run ends COMPLETED,
+    FAILED or INTERRUPTED as any other.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        state: dict[str, Any],
+        keep_through_step: int,
+        drop_eval_step: int | None,
+        run_lock: int,
+        note: dict[str, Any],
+    ) -> None:
+        super().__init__(run_dir.parent)
+        self.run_dir = run_dir
+        self.state = state
+        self.keep_through_step = keep_through_step
+        self.drop_eval_step = drop_eval_step
+        self.note = note
+        self._run_lock = run_lock
+
+    def started_event(
+        self,
+        ex_info: Any,
+        command: Any,
+        host_info: Any,
+        start_time: Any,
+        config: Any,
+        meta_info: Any,
+        _id: Any,
+    ) -> Any:
+        with self._io_lock:
+            self.dir = str(self.run_dir)
+            entry = json.loads((self.run_dir / "run.json").read_text())
+            previous = {key: entry.pop(key) for key in ("stop_time", "fail_trace") if key in entry}
+            resumed = {
+                "time": start_time.isoformat(),
+                "from_step": self.keep_through_step,
+                "previous_status": entry.get("status"),
+                "previous_heartbeat": entry.get("heartbeat"),
+                **{f"previous_{key}": value for key, value in previous.items()},
+                "head": head_info(),
+                **self.note,
+            }
+            entry.setdefault("resumed", []).append(resumed)
+            entry.setdefault("artifacts", [])
+            entry.setdefault("resources", [])
+            entry.update(status="RUNNING", heartbeat=start_time.isoformat(), head=head_info())
+            entry.pop("result", None)
+            self.run_entry = entry
+            self.config = config
+            self.info = {}
+            self.cout = ""
+            self.cout_write_cursor = 0
+            truncate_metrics(
+                self.run_dir / "metrics.json", self.keep_through_step, self.drop_eval_step
+            )
+            self.save_json(self.config, "config.json")
+            with open(self.run_dir / "cout.txt", "a", encoding="utf-8") as cout:
+                cout.write(
+                    f"--- resumed {start_time.isoformat()} from step "
+                    f"{self.keep_through_step} (pid {os.getpid()}) ---\n"
+                )
+            self.save_json(self.run_entry, "run.json")
+        return self.run_dir.name
+
+
+#: Metrics the runner logs with each evaluation (dropped with an undone final evaluation).
+EVAL_METRIC_NAMES = (
+    "eval_return_mean",
+    "eval_return_std",
+    "eval_timesteps",
+    "eval_failed_episodes",
+)
+
+
+def truncate_metrics(path: Path, keep_through_step: int, drop_eval_step: int | None) -> None:
+    """Keep the metrics up to ``keep_through_step``; optionally drop one evaluation's rows."""
+    if not path.exists():
+        return
+    saved = json.loads(path.read_text())
+    for name, series in list(saved.items()):
+        rows = [
+            row
+            for row in zip(series["steps"], series["values"], series["timestamps"], strict=True)
+            if row[0] <= keep_through_step
+            and not (row[0] == drop_eval_step and name in EVAL_METRIC_NAMES)
+        ]
+        if not rows:
+            del saved[name]
+            continue
+        steps, values, stamps = zip(*rows, strict=True)
+        series.update(steps=list(steps), values=list(values), timestamps=list(stamps))
+    write_json_atomic(path, saved)
+
+
+def make_observer(runs_dir: str | Path) -> RunStorageObserver:
+    """The observer every ``harness`` run uses."""
+    return RunStorageObserver(str(runs_dir))
+
+
+def run_failure_message(error: BaseException) -> str | None:
+    """One line for a run that started and failed (None if no run directory was made)."""
+    for observer in ex.observers:
+        if isinstance(observer, FileStorageObserver) and observer.dir:
+            first = next((line for line in str(error).splitlines() if line.strip()), "")
+            what = f"{type(error).__name__}: {first}" if first else type(error).__name__
+            return (
+                f"run {Path(observer.dir).name} FAILED: {what} "
+                f"(traceback in {Path(observer.dir) / 'run.json'})"
+            )
+    return None
+
+
+@ex.command
+def resume_run(
+    _config: dict[str, Any], _run: Any, policy: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
+    """Continue a run from its checkpoint (started by ``harness resume RUN_DIR``)."""
+    from harness.runner import Trainer
+
+    observer = next((o for o in _run.observers if isinstance(o, ResumeObserver)), None)
+    if observer is None:
+        raise RuntimeError("resume_run continues a stored run: use `harness resume RUN_DIR`")
+    show_progress = os.environ.get("HARNESS_PROGRESS", "1") != "0"
+    trainer = Trainer(dict(_config), _run, observer.run_dir, show_progress=show_progress)
+    try:
+        trainer.restore(observer.state, reopen=bool(observer.note.get("reopened")))
+        return trainer.train()
+    finally:
+        trainer.close()
+
+
 if __name__ == "__main__":
     if not any(flag in sys.argv for flag in ("-F", "--file_storage", "-m", "--mongo_db")):
-        ex.observers.append(FileStorageObserver("runs"))
+        ex.observers.append(make_observer("runs"))
     ex.run_commandline()

@@ -1,12 +1,30 @@
-"""The training loop shared by every algorithm: step, log, evaluate, checkpoint, stop."""
+"""The training loop shared by every algorithm: step, log, evaluate, checkpoint, stop.
+
+Checkpoints and interrupts. After every step the loop *commits*: it freezes
+the whole state (progress counters, the algorithm's ``state_dict``: parameters,
+optimizer moments, obs-normalisation statistics, episode cap, schedules) into
+bytes. Every ``checkpoint_every`` steps, and at the end, that snapshot is
+written atomically to ``checkpoint.pkl`` after the metrics logged so far are
+flushed to ``metrics.json``, so the metrics on disk always reach at least the
+checkpoint's step. Ctrl-C (SIGINT) interrupts at once; the last commit is
+written (the partial step is dropped) and Sacred records INTERRUPTED. A
+killed head (SIGKILL) leaves the last periodic checkpoint. ``harness resume``
+loads either, drops the metrics logged after it and re-does those steps, which
+for the ES family gives the same numbers as an uninterrupted run.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +37,27 @@ from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env, resolve_env_id
 from harness.budget import Budget
-from harness.checkpoint import CHECKPOINT_NAME, save_checkpoint
+from harness.checkpoint import (
+    CHECKPOINT_NAME,
+    INTERRUPT_ENV,
+    encode_state,
+    remove_stale_temporaries,
+    write_checkpoint_payload,
+)
 from harness.config import validate_params
 
 COMMON_METRICS = (
-    "timesteps", "episodes", "wall_time_s", "fitness_mean", "fitness_max", "fitness_min",
-    "bytes_to_workers", "bytes_from_workers",
+    "timesteps",
+    "episodes",
+    "wall_time_s",
+    "fitness_mean",
+    "fitness_max",
+    "fitness_min",
+    "bytes_to_workers",
+    "bytes_from_workers",
 )
 EVAL_METRICS = ("eval_return_mean", "eval_return_std")
+CHECKPOINT_FORMAT = 1
 
 
 @dataclass
@@ -42,6 +73,56 @@ class Progress:
     last_eval: float | None = None
     last_eval_step: int = -1
     stop_reason: str | None = None
+    #: (eval_index, last_eval, last_eval_step) before the evaluation done only because the
+    #: budget ran out; a resume with a larger budget undoes it, as if the run had gone on.
+    final_eval: tuple[int, float | None, int] | None = None
+
+    @classmethod
+    def from_state(cls, state: Any) -> Progress:
+        """From a checkpoint's ``progress`` (a dict; unknown keys are an error)."""
+        if isinstance(state, Progress):
+            return state
+        known = {f.name for f in fields(cls)}
+        unknown = set(state) - known
+        if unknown:
+            raise ValueError(f"checkpoint progress has unknown fields {sorted(unknown)}")
+        progress = cls(**state)
+        if progress.final_eval is not None:
+            progress.final_eval = tuple(progress.final_eval)  # type: ignore[assignment]
+        return progress
+
+    def reopen(self) -> bool:
+        """Undo the end of a finished run so that a larger budget continues it exactly.
+
+        Returns whether the final off-schedule evaluation was undone (its metrics must go).
+        """
+        undone = self.final_eval is not None
+        if self.final_eval is not None:
+            self.eval_index, self.last_eval, self.last_eval_step = self.final_eval
+            self.final_eval = None
+        self.stop_reason = None
+        return undone
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while worker processes start, so that they inherit "ignore".
+
+    Ctrl-C in a terminal goes to the whole foreground process group. Spawned
+    workers keep an ignored disposition across ``exec`` (Python installs its
+    KeyboardInterrupt handler only where SIGINT is not ignored), so Ctrl-C
+    reaches only the head, which stops them cleanly: no worker tracebacks.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def build_policy_spec(config: dict[str, Any]) -> PolicySpec:
@@ -71,6 +152,7 @@ def build_algorithm(config: dict[str, Any]) -> Algorithm:
         workers=int(config["workers"]),
         backend=config["backend"],
         ray_address=config.get("ray_address"),
+        sync=config.get("sync", "broadcast"),
         max_episode_steps=config.get("max_episode_steps"),
         fail_on_env_error=bool(config.get("fail_on_env_error", True)),
     )
@@ -81,16 +163,30 @@ def build_algorithm(config: dict[str, Any]) -> Algorithm:
 class Trainer:
     """Drives one algorithm to its budget and reports through a Sacred run (or not)."""
 
-    def __init__(self, config: dict[str, Any], run: Any = None, run_dir: Path | None = None,
-                 show_progress: bool = True) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        run: Any = None,
+        run_dir: Path | None = None,
+        show_progress: bool = True,
+    ) -> None:
         self.config = config
         self.run = run
         self.run_dir = run_dir
         self.show_progress = show_progress
-        self.budget = Budget(*(config[k] for k in ("timesteps", "generations", "time_limit",
-                                                   "target_return")))
+        self.budget = Budget(
+            *(config[k] for k in ("timesteps", "generations", "time_limit", "target_return"))
+        )
         self.progress = Progress(next_eval_at=0)
-        self.algorithm = build_algorithm(config)
+        with sigint_ignored():
+            self.algorithm = build_algorithm(config)
+        self._snapshot: tuple[int, bytes] | None = None
+        self._saved_step = -1
+        self._checkpointable = True
+        self._snapshot_s = 0.0  # seconds the last state freeze took
+        self._step_s = 0.0  # seconds the last algorithm step took
+        interrupt_at = os.environ.get(INTERRUPT_ENV)
+        self._interrupt_at = int(interrupt_at) if interrupt_at else None
 
     # -- logging ------------------------------------------------------------
     def _log(self, name: str, value: float) -> None:
@@ -121,34 +217,92 @@ class Trainer:
         episodes = int(self.config["eval_episodes"])
         seeds = eval_seeds(int(self.config["seed"]), p.eval_index, episodes)
         returns = np.asarray(self.algorithm.evaluate_policy(seeds), dtype=np.float64)
-        mean, std = float(returns.mean()), float(returns.std())
+        # An episode an algorithm scored worst (fail_on_env_error=false) is counted, not averaged.
+        finite = returns[np.isfinite(returns)]
+        mean = float(finite.mean()) if finite.size else float("nan")
+        std = float(finite.std()) if finite.size else float("nan")
         p.eval_index += 1
         p.last_eval = mean
         p.last_eval_step = p.step
         self._log("eval_return_mean", mean)
         self._log("eval_return_std", std)
         self._log("eval_timesteps", float(p.timesteps))
+        if finite.size < returns.size:
+            self._log("eval_failed_episodes", float(returns.size - finite.size))
         return mean, std
 
     # -- checkpointing --------------------------------------------------------
     def checkpoint_state(self) -> dict[str, Any]:
         """Everything needed to continue this run."""
-        return {"config": self.config, "progress": self.progress,
-                "algorithm": self.algorithm.state_dict()}
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "config": self.config,
+            "progress": asdict(self.progress),
+            "algorithm": self.algorithm.state_dict(),
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`checkpoint_state`'s output."""
-        self.progress = state["progress"]
+        self.progress = Progress.from_state(state["progress"])
         self.algorithm.load_state_dict(state["algorithm"])
+        self._saved_step = self.progress.step
+
+    def restore(self, state: dict[str, Any], reopen: bool = False) -> None:
+        """Load a checkpoint; ``reopen`` continues a finished run under a larger budget."""
+        self.load_state(state)
+        if reopen:
+            self.progress.reopen()
+            self._saved_step = -1  # the reopened state is written at once: it matches the metrics
+
+    def _flush_metrics(self) -> None:
+        """Hand the metrics logged so far to the observers now (Sacred does it on heartbeats)."""
+        run = self.run
+        pending = getattr(run, "_metrics", None)
+        if pending is None:
+            return
+        from sacred.metrics_logger import linearize_metrics
+
+        by_name = linearize_metrics(pending.get_last_metrics())
+        if by_name:
+            for observer in run.observers:
+                run._safe_call(observer, "log_metrics", metrics_by_name=by_name, info=run.info)
+
+    def _commit(self, write: bool) -> None:
+        """Freeze the state after a complete step; write it when ``write``.
+
+        Freezing costs a pickle of the state. Where that is over a tenth of a step (a
+        large optimizer archive), steps between checkpoints are not frozen and Ctrl-C
+        keeps the last periodic checkpoint instead.
+        """
+        if self.run_dir is None or not self._checkpointable:
+            return
+        if not write and self._snapshot_s > max(0.05, 0.1 * self._step_s):
+            self._snapshot = None
+            return
+        started = time.perf_counter()
+        try:
+            payload = encode_state(self.checkpoint_state())
+        except NotImplementedError:
+            self._checkpointable = False
+            return
+        self._snapshot_s = time.perf_counter() - started
+        self._snapshot = (self.progress.step, payload)
+        if write:
+            self._write_snapshot()
+
+    def _write_snapshot(self) -> None:
+        if self.run_dir is None or self._snapshot is None:
+            return
+        step, payload = self._snapshot
+        if step <= self._saved_step:
+            return
+        self._flush_metrics()  # metrics on disk reach the checkpoint's step before it exists
+        write_checkpoint_payload(self.run_dir / CHECKPOINT_NAME, payload)
+        self._saved_step = step
 
     def save_checkpoint(self) -> None:
-        if self.run_dir is None:
-            return
-        try:
-            state = self.checkpoint_state()
-        except NotImplementedError:
-            return
-        save_checkpoint(self.run_dir / CHECKPOINT_NAME, state)
+        """Write the current state as the run's checkpoint."""
+        self._commit(write=True)
 
     # -- the loop -------------------------------------------------------------
     def train(self) -> dict[str, Any]:
@@ -158,9 +312,14 @@ class Trainer:
         checkpoint_every = int(self.config["checkpoint_every"])
         bar = self._progress_bar()
         started = time.perf_counter() - p.wall_time_s
+        if self.run_dir is not None:
+            remove_stale_temporaries(self.run_dir)
+        self._commit(write=self._saved_step < 0)  # a fresh run can be resumed from step 0
         try:
             while p.stop_reason is None:
+                step_started = time.perf_counter()
                 record = self.algorithm.step()
+                self._step_s = time.perf_counter() - step_started
                 p.step += 1
                 p.timesteps += record.timesteps
                 p.episodes += record.episodes
@@ -170,34 +329,64 @@ class Trainer:
                     self.evaluate()
                     p.next_eval_at = (p.timesteps // interval + 1) * interval
                     p.wall_time_s = time.perf_counter() - started
-                p.stop_reason = self.budget.exhausted(p.timesteps, p.step, p.wall_time_s,
-                                                      p.last_eval)
+                p.stop_reason = self.budget.exhausted(
+                    p.timesteps, p.step, p.wall_time_s, p.last_eval
+                )
                 if p.stop_reason is not None and p.last_eval_step != p.step:
+                    p.final_eval = (p.eval_index, p.last_eval, p.last_eval_step)
                     self.evaluate()
-                    p.stop_reason = self.budget.exhausted(p.timesteps, p.step, p.wall_time_s,
-                                                          p.last_eval) or p.stop_reason
-                if checkpoint_every and p.step % checkpoint_every == 0:
-                    self.save_checkpoint()
+                    p.stop_reason = (
+                        self.budget.exhausted(p.timesteps, p.step, p.wall_time_s, p.last_eval)
+                        or p.stop_reason
+                    )
+                self._commit(write=bool(checkpoint_every) and p.step % checkpoint_every == 0)
                 self._update_bar(bar, record)
+                if p.step == self._interrupt_at:
+                    os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt:
+            self._on_interrupt()
+            raise
         finally:
             bar.close()
-        self.save_checkpoint()
+        self._commit(write=True)
         return self.finish()
+
+    def _on_interrupt(self) -> None:
+        """Ctrl-C: write the last complete step as the checkpoint and say how to go on."""
+        if self.run_dir is None:
+            return
+        with sigint_ignored():  # a second Ctrl-C must not cut the checkpoint short
+            self._write_snapshot()
+        if self._saved_step >= 0:
+            print(
+                f"interrupted: checkpoint at step {self._saved_step}; continue with "
+                f"`harness resume {self.run_dir}`",
+                file=sys.stderr,
+            )
 
     def _progress_bar(self) -> tqdm:
         total = self.budget.timesteps
         return tqdm(
-            total=total, initial=min(self.progress.timesteps, total or 0) if total else 0,
-            unit="step", unit_scale=True, dynamic_ncols=True, file=sys.__stderr__,
-            disable=not self.show_progress, desc=f"{self.config['algo']} {self.config['env']}",
+            total=total,
+            initial=min(self.progress.timesteps, total or 0) if total else 0,
+            unit="step",
+            unit_scale=True,
+            dynamic_ncols=True,
+            file=sys.__stderr__,
+            disable=not self.show_progress,
+            desc=f"{self.config['algo']} {self.config['env']}",
         )
 
     def _update_bar(self, bar: tqdm, record: StepRecord) -> None:
         if bar.total:
             bar.update(min(record.timesteps, max(bar.total - bar.n, 0)))
         last = self.progress.last_eval
-        bar.set_postfix(gen=self.progress.step, steps=self.progress.timesteps,
-                        eval="-" if last is None else f"{last:.1f}", refresh=False)
+        bar.set_postfix(
+            gen=self.progress.step,
+            steps=self.progress.timesteps,
+            eval="-" if last is None else f"{last:.1f}",
+            refresh=False,
+        )
 
     def finish(self) -> dict[str, Any]:
         """Save final parameters and the policy spec as artifacts; return the summary."""

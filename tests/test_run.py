@@ -15,8 +15,8 @@ COMMON_METRICS = {"timesteps", "episodes", "wall_time_s", "fitness_mean", "fitne
                   "bytes_from_workers"}
 
 
-def _run(runs_dir: Path, *extra: str) -> dict:
-    harness_cli("run", "--algo", "optimes", "--env", "CartPole", "--timesteps", "15000",
+def _run(runs_dir: Path, *extra: str, timesteps: int = 15000) -> dict:
+    harness_cli("run", "--algo", "optimes", "--env", "CartPole", "--timesteps", str(timesteps),
                 "--runs-dir", str(runs_dir), *extra)
     return read_run(only_run_dir(runs_dir))
 
@@ -57,7 +57,7 @@ def test_one_worker_and_two_workers_give_identical_metrics(tmp_path: Path) -> No
 
 def test_optimes_solves_cartpole(runs_dir: Path) -> None:
     record = _run(runs_dir, "--backend", "process", "--workers", "2", "--target-return", "475",
-                  "--set", "eval_every_timesteps=5000")
+                  "--set", "eval_every_timesteps=5000", timesteps=200_000)
     evals = record["metrics"]["eval_return_mean"]["values"]
     assert max(evals) >= 475, evals
 

@@ -1,0 +1,274 @@
+"""``harness resume RUN_DIR [--timesteps T | --generations G | --time-limit S]``.
+
+Continues a run from its last checkpoint, in the same Sacred run record
+(``RUNS_DIR/<id>/``): the stored config is rebuilt, ``checkpoint.pkl`` is
+loaded, the metrics logged after the checkpoint are dropped (those steps are
+re-done), and the run goes on appending to ``metrics.json`` and ``cout.txt``.
+``run.json`` turns RUNNING again, then COMPLETED, FAILED or INTERRUPTED as any
+run, and gains a ``resumed`` list: when, from which step, the status and
+heartbeat it had, which process continued it.
+
+Which runs can be resumed: INTERRUPTED (Ctrl-C), FAILED, and RUNNING when
+its head is gone (killed, crashed machine). A live run holds an ``flock`` on
+``RUN_DIR/.run.lock`` that the kernel releases when the process dies, so a
+RUNNING run whose lock is free is known to be dead; a run still holding it is
+refused. A run recorded RUNNING by another host with a heartbeat younger than
+two minutes is refused unless ``--force``.
+
+Budget flags set the budget in force from here on (totals, as for ``harness
+run``; the others are dropped), so they also extend a COMPLETED run. When a
+run ended with an evaluation made only because its budget ran out, that
+evaluation is undone, so a run extended from 50,000 to 100,000 timesteps
+logs exactly what a 100,000-timestep run logs (ES family).
+
+What is reproduced: for the ES family (optimes, cma, nevergrad-es, ng:NAME),
+every metric except timings and byte counts is identical to an uninterrupted
+run, whatever the step of the interrupt and the worker count. For PPO/A2C the
+checkpoint holds stable-baselines3's ``model.save`` (weights, optimizer state,
+counters) and the RNG states, but not the training episodes in flight (the
+envs restart from seeds derived from the run seed and the timestep count) nor
+SB3's episode statistics: a resumed PPO/A2C run is a valid continuation whose
+numbers differ from an uninterrupted run's after the checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.budget import Budget
+from harness.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+from harness.cli import UsageError, check_ray_address
+from harness.config import BUDGET_KEYS, ConfigError, complete_config
+
+#: A RUNNING record from another host with a heartbeat younger than this is taken as alive.
+STALE_HEARTBEAT_S = 120.0
+#: Keys that may differ between the stored config and the checkpoint's.
+MUTABLE_KEYS = (*BUDGET_KEYS, "ray_address")
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = __doc__.split("\n\n", 1)[1] if __doc__ else None
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, RUNS_DIR/<id>")
+    budget = parser.add_argument_group(
+        "budget from here on (totals, as for `harness run`; given: replaces the stored one)"
+    )
+    budget.add_argument("--timesteps", type=_positive(int), help="training env steps in all")
+    budget.add_argument("--generations", type=_positive(int), help="generations in all")
+    budget.add_argument("--time-limit", type=_positive(float), help="training seconds in all")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="resume a RUNNING record of another host with a recent heartbeat, or a run "
+        "whose metrics.json stops before its checkpoint",
+    )
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path.parent} is not a run directory: no {path.name}") from None
+    except json.JSONDecodeError as error:
+        raise UsageError(
+            f"{path} is damaged: {error.msg} at line {error.lineno} column {error.colno}"
+        ) from None
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror}") from None
+
+
+def _holder(run_dir: Path) -> str:
+    try:
+        pid, _, host = (run_dir / ".run.lock").read_text().strip().partition(" ")
+    except OSError:
+        return "another process"
+    return f"pid {pid} on {host}" if pid else "another process"
+
+
+def _heartbeat_age_s(entry: dict[str, Any]) -> float | None:
+    stamp = entry.get("heartbeat") or entry.get("start_time")
+    if not stamp:
+        return None
+    try:
+        beat = datetime.datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    return (now - beat).total_seconds()
+
+
+def _resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    config = dict(stored)
+    given = {key: getattr(args, key) for key in ("timesteps", "generations", "time_limit")}
+    if any(value is not None for value in given.values()):
+        config.update(given)
+    try:
+        return complete_config(config)
+    except ConfigError as error:
+        raise UsageError(f"stored config of {config.get('algo')}: {error}") from None
+
+
+def _check_matches_checkpoint(config: dict[str, Any], saved: dict[str, Any], path: Path) -> None:
+    for key in sorted(set(config) | set(saved)):
+        if key in MUTABLE_KEYS:
+            continue
+        if config.get(key) != saved.get(key):
+            raise UsageError(
+                f"config.json differs from {path} at {key!r} "
+                f"({config.get(key)!r} vs {saved.get(key)!r}); was the record edited?"
+            )
+
+
+def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Check everything before anything is written; return what to run."""
+    if not run_dir.is_dir():
+        raise UsageError(f"run directory {str(run_dir)!r} does not exist")
+    entry = _read_json(run_dir / "run.json")
+    stored = _read_json(run_dir / "config.json")
+    metrics_path = run_dir / "metrics.json"
+    metrics = _read_json(metrics_path) if metrics_path.exists() else {}
+    if not isinstance(entry, dict) or not isinstance(stored, dict):
+        raise UsageError(f"{run_dir} is not a run directory of this harness")
+    name = run_dir.name
+    try:
+        state = load_checkpoint(run_dir / CHECKPOINT_NAME)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+
+    from harness.runner import Progress
+
+    try:
+        progress = Progress.from_state(state["progress"])
+        saved_config = dict(state["config"])
+        if "algorithm" not in state:
+            raise KeyError("algorithm")
+    except (KeyError, TypeError, ValueError) as error:
+        raise UsageError(f"checkpoint {run_dir / CHECKPOINT_NAME} is damaged: {error}") from None
+
+    config = _resumed_config(stored, args)
+    _check_matches_checkpoint(config, saved_config, run_dir / CHECKPOINT_NAME)
+    status = entry.get("status")
+    extended = any(
+        getattr(args, key) is not None for key in ("timesteps", "generations", "time_limit")
+    )
+    finished = progress.stop_reason is not None
+    if finished and not extended and status == "COMPLETED":
+        raise UsageError(
+            f"run {name} is already COMPLETED ({progress.stop_reason}); pass --timesteps, "
+            "--generations or --time-limit to extend it"
+        )
+    if extended:
+        budget = Budget(*(config[key] for key in BUDGET_KEYS))
+        used = budget.exhausted(progress.timesteps, progress.step, progress.wall_time_s, None)
+        if used is not None:
+            raise UsageError(
+                f"the new budget is already used at the checkpoint ({used}: step "
+                f"{progress.step}, {progress.timesteps} timesteps, "
+                f"{progress.wall_time_s:.1f}s); give a larger one"
+            )
+    reopened = finished and extended
+    drop_eval_step = progress.step if reopened and progress.final_eval is not None else None
+
+    steps_on_disk = set(metrics.get("timesteps", {}).get("steps", []))
+    missing = [s for s in range(1, progress.step + 1) if s not in steps_on_disk]
+    if missing and not args.force:
+        raise UsageError(
+            f"metrics.json of run {name} lacks steps {missing[0]}..{missing[-1]} before its "
+            f"checkpoint (step {progress.step}); --force continues with the gap"
+        )
+    if status == "RUNNING" and not args.force:
+        head = entry.get("head") or {}
+        age = _heartbeat_age_s(entry)
+        other_host = head.get("hostname", entry.get("host", {}).get("hostname"))
+        alive = age is not None and age < STALE_HEARTBEAT_S
+        if other_host not in (None, socket.gethostname()) and alive:
+            raise UsageError(
+                f"run {name} is RUNNING on {other_host} (heartbeat {age:.0f}s ago); "
+                "--force resumes it anyway"
+            )
+    if config["backend"] == "ray":
+        check_ray_address(config.get("ray_address"))
+    return {
+        "config": config,
+        "state": state,
+        "progress": progress,
+        "status": status,
+        "keep_through_step": progress.step,
+        "drop_eval_step": drop_eval_step,
+        "note": {
+            "reopened": reopened,
+            "budget": {key: config[key] for key in BUDGET_KEYS},
+            "previous_budget": {key: stored.get(key) for key in BUDGET_KEYS},
+        },
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    plan = plan_resume(run_dir, args)
+
+    from harness.experiment import (
+        ResumeObserver,
+        ex,
+        lock_run_dir,
+        run_failure_message,
+    )
+
+    lock = lock_run_dir(run_dir)
+    if lock is None:
+        raise UsageError(f"run {run_dir.name} is still running ({_holder(run_dir)})")
+    if args.no_progress:
+        os.environ["HARNESS_PROGRESS"] = "0"
+    observer = ResumeObserver(
+        run_dir,
+        plan["state"],
+        plan["keep_through_step"],
+        plan["drop_eval_step"],
+        lock,
+        plan["note"],
+    )
+    ex.observers = [observer]
+    print(
+        f"resuming run {run_dir.name} ({plan['status']}) from step "
+        f"{plan['keep_through_step']}: {run_dir}"
+    )
+    try:
+        sacred_run = ex.run("resume_run", config_updates=plan["config"], options={"--force": True})
+    except Exception as error:
+        message = run_failure_message(error)
+        if message is None:
+            raise
+        print(f"harness: {message}", file=sys.stderr)
+        return 1
+    finally:
+        observer._release()
+    result = sacred_run.result or {}
+    print(f"run {run_dir.name} {sacred_run.status}: {run_dir}")
+    if result:
+        final = result.get("final_eval_return")
+        print(
+            f"  {result['timesteps']} timesteps, {result['wall_time_s']:.1f}s, "
+            f"final eval return {final if final is None else round(final, 2)} "
+            f"({result['stop_reason']})"
+        )
+    return 0

@@ -1,0 +1,176 @@
+"""Bad input: exit status 2, one line naming the bad value, and no run directory.
+
+Every case runs the real CLI as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+RUN = ("run", "--algo", "optimes", "--env", "CartPole", "--generations", "2", "--backend", "inline")
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "HARNESS_PROGRESS": "0"}
+    full_env.pop("RAY_ADDRESS", None)  # only the case that sets it uses one
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=full_env,
+        timeout=120,
+    )
+
+
+def _assert_usage_error(result: subprocess.CompletedProcess[str], *named: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for text in named:
+        assert text in lines[0], (text, lines[0])
+    assert result.stdout == ""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port  # closed again: nothing listens there
+
+
+RUN_CASES = [
+    (["--algo", "nope"], ["'nope'", "unknown algorithm"]),
+    (["--env", "NoSuchEnv"], ["'NoSuchEnv'", "unknown environment"]),
+    (["--episodes", "0"], ["episodes", "0"]),
+    (["--episodes", "-2"], ["episodes", "-2"]),
+    (["--workers", "0"], ["workers", "0"]),
+    (["--timesteps", "0"], ["timesteps", "0"]),
+    (["--generations", "-5"], ["generations", "-5"]),
+    (["--time-limit", "-1"], ["time limit", "-1"]),
+    (["--set", "timesteps=0"], ["timesteps", "0"]),
+    (["--set", "nope=1"], ["'nope'", "unknown --set key"]),
+    (["--set", "popultion=10"], ["'popultion'", "population"]),
+    (["--set", "population=many"], ["population", "'many'"]),
+    (["--set", "sigma=[1, 2]"], ["sigma", "[1, 2]"]),
+    (["--set", "fail_on_env_error=maybe"], ["fail_on_env_error", "'maybe'"]),
+    (["--set", "population"], ["'population'", "key=value"]),
+    (["--set", "policy.kind=cnn"], ["policy.kind", "'cnn'"]),
+    (["--set", "eval_episodes=0"], ["eval_episodes", "0"]),
+    (["--backend", "cluster"], ["'cluster'", "backend"]),
+]
+
+
+@pytest.mark.parametrize(("extra", "named"), RUN_CASES, ids=[" ".join(c[0]) for c in RUN_CASES])
+def test_bad_run_flags(tmp_path: Path, extra: list[str], named: list[str]) -> None:
+    runs = tmp_path / "runs"
+    _assert_usage_error(_cli(*RUN, "--runs-dir", str(runs), *extra), *named)
+    assert not runs.exists()
+
+
+def test_unwritable_runs_dir(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    _assert_usage_error(
+        _cli(*RUN, "--runs-dir", str(blocker / "runs")), str(blocker / "runs"), "not writable"
+    )
+    # /proc refuses new entries even to root
+    _assert_usage_error(
+        _cli(*RUN, "--runs-dir", "/proc/es-harness-runs"), "/proc/es-harness-runs", "not writable"
+    )
+    if os.geteuid() != 0:  # root may write anywhere a mode bit forbids
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        _assert_usage_error(_cli(*RUN, "--runs-dir", str(locked / "runs")), "not writable")
+        assert list(locked.iterdir()) == []
+
+
+def test_unreachable_ray_address(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    port = _free_port()
+    ray = (
+        "run",
+        "--algo",
+        "optimes",
+        "--env",
+        "CartPole",
+        "--generations",
+        "2",
+        "--backend",
+        "ray",
+        "--runs-dir",
+        str(runs),
+    )
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        _assert_usage_error(_cli(*ray, "--ray-address", address), repr(address), "unreachable")
+    _assert_usage_error(_cli(*ray, "--ray-address", "localhost:http"), "'http'")
+    _assert_usage_error(
+        _cli(*ray, env={"RAY_ADDRESS": f"127.0.0.1:{port}"}), f"'127.0.0.1:{port}'", "unreachable"
+    )
+    empty = tmp_path / "no-ray"
+    empty.mkdir()
+    _assert_usage_error(
+        _cli(*ray, "--ray-address", "auto", env={"RAY_TMPDIR": str(empty)}),
+        "'auto'",
+        "no running Ray cluster",
+    )
+    assert not runs.exists()
+
+
+YAML_CASES = [
+    ("malformed", "algo: optimes\nenv: [CartPole\n", ["malformed YAML", "line"]),
+    ("unknown-key", "algo: optimes\nenv: CartPole\nbudgett: {timesteps: 10}\n", ["'budgett'"]),
+    ("unknown-budget", "algo: optimes\nenv: CartPole\nbudget: {steps: 10}\n", ["'steps'"]),
+    ("not-a-mapping", "- optimes\n- CartPole\n", ["must be a mapping"]),
+    (
+        "bad-seed",
+        "algo: optimes\nenv: CartPole\nseed: one\nbudget: {timesteps: 10}\n",
+        ["seed", "'one'"],
+    ),
+    (
+        "bad-episodes",
+        "algo: optimes\nenv: CartPole\nepisodes: 0\nbudget: {timesteps: 10}\n",
+        ["episodes", "0"],
+    ),
+    (
+        "bad-set",
+        "algo: optimes\nenv: CartPole\nbudget: {timesteps: 10}\nset: {sigmaa: 1}\n",
+        ["'sigmaa'"],
+    ),
+    (
+        "bad-budget",
+        "algo: optimes\nenv: CartPole\nbudget: {timesteps: -10}\n",
+        ["timesteps", "-10"],
+    ),
+    ("time-limit", "algo: optimes\nenv: CartPole\nbudget: {time_limit: 10}\n", ["time_limit"]),
+    (
+        "unsafe",
+        "algo: !!python/object/apply:os.system ['echo pwned']\nenv: CartPole\n",
+        ["malformed YAML"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "named"), YAML_CASES, ids=[c[0] for c in YAML_CASES])
+def test_bad_check_repro_yaml(tmp_path: Path, name: str, text: str, named: list[str]) -> None:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    keep = tmp_path / "keep"
+    result = _cli("check-repro", "--config", str(path), "--keep", str(keep))
+    _assert_usage_error(result, *named)
+    assert not keep.exists()
+
+
+def test_missing_yaml_file(tmp_path: Path) -> None:
+    _assert_usage_error(
+        _cli("check-repro", "--config", str(tmp_path / "absent.yaml")), "absent.yaml"
+    )

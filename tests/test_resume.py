@@ -1,0 +1,284 @@
+"""Checkpoints, Ctrl-C, SIGKILL and `harness resume`, through real processes and real files.
+
+The reference is an uninterrupted 30-generation OptimES run on CartPole. The
+interrupted runs start with a huge budget, get a real signal once a
+checkpoint exists, and are resumed with ``--generations 30``: the budget only
+decides where a run stops, so their metrics must equal the reference's exactly
+(timings and byte counts aside), whatever step the signal landed on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.checkpoint import CheckpointError, load_checkpoint, remove_stale_temporaries
+from harness.repro import diff_metrics
+from tests.conftest import ROOT, harness_cli, only_run_dir, read_run
+
+GENERATIONS = 30
+CARTPOLE = ("--algo", "optimes", "--env", "CartPole", "--seed", "2")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    runs = tmp_path_factory.mktemp("reference")
+    harness_cli(
+        "run",
+        *CARTPOLE,
+        "--generations",
+        str(GENERATIONS),
+        "--backend",
+        "inline",
+        "--runs-dir",
+        str(runs),
+    )
+    record = read_run(only_run_dir(runs))
+    assert record["run"]["status"] == "COMPLETED"
+    metrics: dict[str, Any] = record["metrics"]
+    return metrics
+
+
+def _start_long_run(runs: Path, *extra: str) -> subprocess.Popen[str]:
+    """A run with a budget it will not reach, in its own session (its own process group)."""
+    env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            *CARTPOLE,
+            "--timesteps",
+            "100000000",
+            "--runs-dir",
+            str(runs),
+            "--set",
+            "checkpoint_every=2",
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for_checkpoint(runs: Path, proc: subprocess.Popen[str], step: int) -> int:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        path = runs / "1" / "checkpoint.pkl"
+        if path.exists():
+            try:
+                reached = int(load_checkpoint(path)["progress"]["step"])
+            except CheckpointError:  # the rename is atomic: this must never happen
+                raise
+            if reached >= step:
+                return reached
+        time.sleep(0.02)
+    raise AssertionError("no checkpoint appeared")
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def _gone(pids: list[int], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [
+            p
+            for p in pids
+            if Path(f"/proc/{p}").exists()
+            and "zombie" not in Path(f"/proc/{p}/status").read_text().lower()
+        ]
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _assert_same(reference: dict[str, Any], metrics: dict[str, Any]) -> None:
+    assert diff_metrics(reference, metrics, "uninterrupted", "resumed") == []
+    steps = metrics["timesteps"]["steps"]
+    assert steps == list(range(1, GENERATIONS + 1))
+
+
+def test_ctrl_c_writes_a_checkpoint_and_resume_matches(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    proc = _start_long_run(runs, "--backend", "process", "--workers", "2")
+    _wait_for_checkpoint(runs, proc, 3)
+    workers = _children(proc.pid)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C: the whole group
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert "harness resume" in stderr
+    assert _gone(workers), "worker processes outlived the interrupted head"
+
+    run_dir = runs / "1"
+    assert read_run(run_dir)["run"]["status"] == "INTERRUPTED"
+    step = int(load_checkpoint(run_dir / "checkpoint.pkl")["progress"]["step"])
+    assert 3 <= step < GENERATIONS
+
+    harness_cli("resume", str(run_dir), "--generations", str(GENERATIONS))
+    record = read_run(run_dir)
+    assert record["run"]["status"] == "COMPLETED"
+    (resumed,) = record["run"]["resumed"]
+    assert resumed["from_step"] == step and resumed["previous_status"] == "INTERRUPTED"
+    assert record["config"]["generations"] == GENERATIONS
+    _assert_same(reference, record["metrics"])
+    assert "--- resumed" in (run_dir / "cout.txt").read_text()
+
+
+def test_killed_head_resumes_from_its_last_checkpoint(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    proc = _start_long_run(runs, "--backend", "process", "--workers", "2")
+    _wait_for_checkpoint(runs, proc, 3)
+    run_dir = runs / "1"
+
+    refused = harness_cli("resume", str(run_dir), check=False)  # the head is alive
+    assert refused.returncode == 2
+    assert "still running" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+    workers = _children(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert _gone(workers), "worker processes outlived the killed head"
+    assert read_run(run_dir)["run"]["status"] == "RUNNING"  # nobody could record the end
+
+    state = load_checkpoint(run_dir / "checkpoint.pkl")
+    step = int(state["progress"]["step"])
+    assert 3 <= step < GENERATIONS and step % 2 == 0  # a periodic checkpoint
+    # A heartbeat may have stored metrics after the checkpoint; resume must re-do them.
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for series in metrics.values():
+        series["steps"] += [step + 1, step + 2]
+        series["values"] += [-1.0, -2.0]
+        series["timestamps"] += [series["timestamps"][-1]] * 2
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+
+    harness_cli("resume", str(run_dir), "--generations", str(GENERATIONS))
+    record = read_run(run_dir)
+    assert record["run"]["status"] == "COMPLETED"
+    (resumed,) = record["run"]["resumed"]
+    assert resumed["from_step"] == step and resumed["previous_status"] == "RUNNING"
+    _assert_same(reference, record["metrics"])
+
+
+def test_a_larger_budget_extends_a_completed_run_exactly(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    harness_cli(
+        "run", *CARTPOLE, "--generations", "12", "--backend", "inline", "--runs-dir", str(runs)
+    )
+    run_dir = only_run_dir(runs)
+
+    again = harness_cli("resume", str(run_dir), check=False)
+    assert again.returncode == 2 and "already COMPLETED" in again.stderr
+    smaller = harness_cli("resume", str(run_dir), "--generations", "8", check=False)
+    assert smaller.returncode == 2 and "already used" in smaller.stderr
+
+    harness_cli("resume", str(run_dir), "--generations", str(GENERATIONS))
+    record = read_run(run_dir)
+    assert record["run"]["status"] == "COMPLETED"
+    assert record["run"]["resumed"][0]["reopened"] is True
+    # The evaluation made only because 12 generations ran out is undone: the extended
+    # run logs exactly what a 30-generation run logs.
+    _assert_same(reference, record["metrics"])
+    assert record["run"]["artifacts"].count("final_params.npy") == 1
+
+
+WRITER = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from harness.checkpoint import save_checkpoint
+    path = Path(sys.argv[1])
+    i = 0
+    while True:
+        i += 1
+        save_checkpoint(path, {"i": i, "blob": os.urandom(3_000_000)})
+""")
+
+
+def test_checkpoint_writes_are_atomic_under_sigkill(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.pkl"
+    rng = random.Random(0)
+    seen = 0
+    for _ in range(8):
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT)
+        time.sleep(0.3 + rng.random() * 0.3)
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        if path.exists():
+            state = load_checkpoint(path)  # never half a file
+            assert len(state["blob"]) == 3_000_000
+            seen += 1
+        remove_stale_temporaries(tmp_path)
+        assert [p.name for p in tmp_path.iterdir()] in ([], ["checkpoint.pkl"])
+    assert seen >= 6
+
+
+def test_damaged_files_are_refused_with_one_line(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    harness_cli(
+        "run", *CARTPOLE, "--generations", "3", "--backend", "inline", "--runs-dir", str(runs)
+    )
+    good = only_run_dir(runs)
+
+    def damaged(name: str, damage: Any) -> subprocess.CompletedProcess[str]:
+        copy = tmp_path / name
+        shutil.copytree(good, copy)
+        damage(copy)
+        before = sorted(p.name for p in copy.iterdir())
+        result = harness_cli("resume", str(copy), "--generations", "6", check=False)
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert sorted(p.name for p in copy.iterdir()) == before  # nothing written
+        return result
+
+    def truncate(d: Path) -> None:
+        data = (d / "checkpoint.pkl").read_bytes()
+        (d / "checkpoint.pkl").write_bytes(data[: len(data) // 2])
+
+    def flip(d: Path) -> None:
+        data = bytearray((d / "checkpoint.pkl").read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (d / "checkpoint.pkl").write_bytes(bytes(data))
+
+    result = damaged("truncated", truncate)
+    assert "checkpoint.pkl is damaged" in result.stderr
+    result = damaged("flipped", flip)
+    assert "checksum mismatch" in result.stderr
+    result = damaged("no-checkpoint", lambda d: (d / "checkpoint.pkl").unlink())
+    assert "no checkpoint at" in result.stderr
+    result = damaged(
+        "bad-metrics", lambda d: (d / "metrics.json").write_text('{"timesteps": {"ste')
+    )
+    assert "metrics.json is damaged" in result.stderr
+    result = damaged("no-config", lambda d: (d / "config.json").unlink())
+    assert "no config.json" in result.stderr
+
+    missing = harness_cli("resume", str(tmp_path / "nope"), check=False)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
