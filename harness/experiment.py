@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sacred import SETTINGS, Experiment
+from sacred.host_info import host_info_gatherer
 from sacred.observers import FileStorageObserver
 from sacred.serializer import flatten
 from sacred.utils import apply_backspaces_and_linefeeds
@@ -33,7 +34,15 @@ SETTINGS.CAPTURE_MODE = "sys"
 SETTINGS.CONFIG.READ_ONLY_CONFIG = False
 SETTINGS.DISCOVER_SOURCES = "none"
 
-ex = Experiment("es-harness", save_git_info=False)
+
+
+@host_info_gatherer("cpu_count")
+def _cpu_count() -> int:
+    """CPUs this run may use; reports name the machine with it."""
+    return len(os.sched_getaffinity(0))
+
+
+ex = Experiment("es-harness", save_git_info=False, additional_host_info=[_cpu_count])
 ex.captured_out_filter = apply_backspaces_and_linefeeds  # type: ignore[assignment]
 
 
