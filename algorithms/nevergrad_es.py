@@ -31,7 +31,6 @@ evaluation replays it on fresh seeds, which is an unbiased measure of it.
 from __future__ import annotations
 
 import difflib
-import pickle
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -41,7 +40,7 @@ import numpy as np
 from algorithms.base import Algorithm, doc
 from algorithms.es_common import optimizer_seed
 from algorithms.registry import UnknownAlgorithmError, register, register_prefix
-from algorithms.vector_es import VectorES
+from algorithms.vector_es import VectorES, loads_optimizer
 
 
 @dataclass(frozen=True)
@@ -50,18 +49,25 @@ class NevergradConfig:
 
     population: int = doc(
         "candidates asked and told per generation (Nevergrad num_workers); 60 is ES's offspring"
-        " count, so one generation is one ES selection", 60)
+        " count, so one generation is one ES selection",
+        60,
+    )
     sigma: float = doc(
-        "mutation scale of the parameter Array (Nevergrad's own default is 1.0)", 0.1)
+        "mutation scale of the parameter Array (Nevergrad's own default is 1.0)", 0.1
+    )
     init: str = doc(
         "'policy' (the harness init, as optimes) or 'zeros' (Nevergrad's Array default, as in"
-        " the GoodAI runs)", "policy")
+        " the GoodAI runs)",
+        "policy",
+    )
     noisy: bool = doc(
-        "tell Nevergrad the fitness is stochastic (recommendations by pessimistic estimate)",
-        True)
+        "tell Nevergrad the fitness is stochastic (recommendations by pessimistic estimate)", True
+    )
     budget: int = doc(
         "evaluation budget declared to Nevergrad (0: none); optimizers such as NGOpt choose"
-        " their strategy from it", 0)
+        " their strategy from it",
+        0,
+    )
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
@@ -102,7 +108,13 @@ class NevergradES(VectorES):
         )
 
     def _ask(self) -> tuple[list[Any], list[np.ndarray]]:
-        handles = [self.optimizer.ask() for _ in range(self.config.population)]
+        try:
+            handles = [self.optimizer.ask() for _ in range(self.config.population)]
+        except AssertionError as error:
+            hint = "" if self.config.budget else " (some need a budget: --set budget=N)"
+            raise RuntimeError(
+                f"Nevergrad's {self.optimizer_name} failed to ask{hint}: {error!r}"
+            ) from error
         return handles, [np.asarray(h.value, dtype=np.float64) for h in handles]
 
     def _tell(self, handles: list[Any], losses: np.ndarray) -> None:
@@ -113,13 +125,16 @@ class NevergradES(VectorES):
         return np.asarray(self.optimizer.provide_recommendation().value, dtype=np.float64)
 
     def _extras(self) -> dict[str, float]:
-        return {"num_ask": float(self.optimizer.num_ask), "num_tell": float(self.optimizer.num_tell)}
+        return {
+            "num_ask": float(self.optimizer.num_ask),
+            "num_tell": float(self.optimizer.num_tell),
+        }
 
     def _optimizer_object(self) -> Any:
         return self.optimizer
 
     def _load_optimizer_state(self, state: dict[str, Any]) -> None:
-        self.optimizer = pickle.loads(state["optimizer"])
+        self.optimizer = loads_optimizer(state["optimizer"])
 
 
 @register("nevergrad-es")
@@ -146,21 +161,23 @@ def nevergrad_algorithm(optimizer_name: str) -> type[Algorithm]:
     registry = ng.optimizers.registry
     if optimizer_name not in registry:
         by_lower = {name.lower(): name for name in registry}
-        close = difflib.get_close_matches(optimizer_name.lower(), list(by_lower), n=4,
-                                          cutoff=0.6)
-        hint = (f"; did you mean: {', '.join('ng:' + by_lower[c] for c in close)}?"
-                if close else "")
+        close = difflib.get_close_matches(optimizer_name.lower(), list(by_lower), n=4, cutoff=0.6)
+        hint = f"; did you mean: {', '.join('ng:' + by_lower[c] for c in close)}?" if close else ""
         raise UnknownAlgorithmError(
             f"unknown Nevergrad optimizer {optimizer_name!r} (ng:{optimizer_name}){hint} "
             f"({len(registry)} names in nevergrad.optimizers.registry)"
         )
     class_name = "Nevergrad_" + re.sub(r"\W", "_", optimizer_name)
-    cls = type(class_name, (NevergradES,), {
-        "__module__": __name__,
-        "__doc__": f"Nevergrad's {optimizer_name} over the flat policy parameters.",
-        "optimizer_name": optimizer_name,
-        "summary": f"Nevergrad's {optimizer_name}; a vector per candidate on the wire",
-    })
+    cls: type[NevergradES] = type(
+        class_name,
+        (NevergradES,),
+        {
+            "__module__": __name__,
+            "__doc__": f"Nevergrad's {optimizer_name} over the flat policy parameters.",
+            "optimizer_name": optimizer_name,
+            "summary": f"Nevergrad's {optimizer_name}; a vector per candidate on the wire",
+        },
+    )
     cls.name = f"ng:{optimizer_name}"
     _NG_CLASSES[optimizer_name] = cls
     return cls

@@ -27,6 +27,7 @@ had none); policies still clip observations to ``±obs_clip``.
 
 from __future__ import annotations
 
+import io
 import pickle
 import time
 from abc import abstractmethod
@@ -70,6 +71,39 @@ class PrivateGlobalRNG:
             np.random.set_state(saved)
 
 
+_GLOBAL_RNG_ID = "numpy.random global RandomState"
+
+
+class _Pickler(pickle.Pickler):
+    def persistent_id(self, obj: Any) -> str | None:
+        return _GLOBAL_RNG_ID if obj is np.random.mtrand._rand else None
+
+
+class _Unpickler(pickle.Unpickler):
+    def persistent_load(self, pid: Any) -> Any:
+        if pid == _GLOBAL_RNG_ID:
+            return np.random.mtrand._rand
+        raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+
+
+def dumps_optimizer(optimizer: Any) -> bytes:
+    """Pickle a library optimizer, keeping references to numpy's global RNG as references.
+
+    pycma holds ``np.random.randn``, a method of the global ``RandomState``;
+    plain pickle would copy that generator into the checkpoint, and the restored
+    optimizer would then draw from a detached copy instead of the state that
+    :class:`PrivateGlobalRNG` restores.
+    """
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(optimizer)
+    return buffer.getvalue()
+
+
+def loads_optimizer(payload: bytes) -> Any:
+    """Inverse of :func:`dumps_optimizer`."""
+    return _Unpickler(io.BytesIO(payload)).load()
+
+
 def finite_losses(losses: np.ndarray) -> np.ndarray:
     """Replace non-finite losses (failed candidates) by one worse than every finite loss.
 
@@ -88,15 +122,17 @@ def finite_losses(losses: np.ndarray) -> np.ndarray:
 class VectorES(Algorithm):
     """Base of ES algorithms that ask and tell explicit parameter vectors.
 
-    Subclasses implement :meth:`_create`, :meth:`_ask`, :meth:`_tell`,
-    :meth:`_centre` and, for checkpoints, :meth:`_optimizer_state` /
-    :meth:`_load_optimizer_state`. Every call into the library runs with
-    :attr:`rng` active.
+    Subclasses implement :meth:`_library_seed`, :meth:`_create`, :meth:`_ask`,
+    :meth:`_tell`, :meth:`_centre` and, for checkpoints, :meth:`_optimizer_object`
+    (or :meth:`_optimizer_state`) and :meth:`_load_optimizer_state`. Every call
+    into the library runs with :attr:`rng` active.
     """
 
     family = "es"
 
-    def __init__(self, context: RunContext, config: Any, evaluator: Evaluator | None = None) -> None:
+    def __init__(
+        self, context: RunContext, config: Any, evaluator: Evaluator | None = None
+    ) -> None:
         super().__init__(context, config)
         validate = getattr(config, "validate", None)
         if validate is not None:
@@ -110,8 +146,12 @@ class VectorES(Algorithm):
             self._create(self.initial.astype(np.float64))
         # Created last: a failing optimizer setup leaves no worker processes behind.
         self.evaluator = evaluator or make_evaluator(
-            context.backend, context.env_name, context.policy_spec, None,
-            context.workers, context.ray_address,
+            context.backend,
+            context.env_name,
+            context.policy_spec,
+            None,
+            context.workers,
+            context.ray_address,
         )
 
     # -- what a subclass provides ---------------------------------------------------------
@@ -140,7 +180,7 @@ class VectorES(Algorithm):
         return {}
 
     def _optimizer_state(self) -> dict[str, Any]:
-        return {"optimizer": pickle.dumps(self._optimizer_object())}
+        return {"optimizer": dumps_optimizer(self._optimizer_object())}
 
     def _load_optimizer_state(self, state: dict[str, Any]) -> None:
         raise NotImplementedError(f"{self.name} cannot be restored from a checkpoint")
@@ -177,7 +217,8 @@ class VectorES(Algorithm):
             self._tell(handles, finite_losses(to_loss(fitness)))
         update_s = time.perf_counter() - started + ask_s
         self.generation += 1
-        lengths = np.concatenate([r.lengths for r in results if r.failed is None] or [[0]])
+        done = [r.lengths for r in results if r.failed is None]
+        lengths = np.concatenate(done) if done else np.zeros(0, dtype=np.int64)
         mean, best, worst = fitness_summary(fitness)
         extras = {
             "population": float(len(vectors)),
@@ -192,7 +233,9 @@ class VectorES(Algorithm):
         return StepRecord(
             timesteps=int(sum(r.steps for r in results)),
             episodes=int(sum(len(r.lengths) for r in results)),
-            fitness_mean=mean, fitness_max=best, fitness_min=worst,
+            fitness_mean=mean,
+            fitness_max=best,
+            fitness_min=worst,
             bytes_to_workers=stats.bytes_to_workers,
             bytes_from_workers=stats.bytes_from_workers,
             worker_seconds=stats.worker_seconds,
@@ -203,15 +246,15 @@ class VectorES(Algorithm):
     def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
         centre = self.current_parameters()
         broadcast = Broadcast(self.generation, centre, 0.0, None, None)
-        tasks = [EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
-                 for i, s in enumerate(env_seeds)]
+        tasks = [
+            EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
+            for i, s in enumerate(env_seeds)
+        ]
         results, _ = self.evaluator.evaluate(broadcast, tasks)
         fitness, _ = fitness_of(results, fail_on_env_error=True)
         return fitness
 
     def current_parameters(self) -> np.ndarray:
-        if self.generation == 0:
-            return self.initial.copy()
         with self.rng.active():
             centre = self._centre()
         return np.asarray(centre, dtype=np.float32).copy()

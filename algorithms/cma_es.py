@@ -1,0 +1,191 @@
+"""CMA-ES by pycma over the flat policy parameters (``cma``).
+
+Hansen and Ostermeier (2001); pycma's ``CMAEvolutionStrategy`` with
+``ask()``/``tell()``, one whole population per generation, every candidate
+sent to the workers as its full vector.
+
+Full or diagonal covariance. Full CMA keeps a ``d x d`` covariance ``C``, its
+eigenvectors ``B`` and the eigendecomposition's work arrays: about three
+``d^2`` float64 matrices, and ``O(d^3)`` per decomposition. At the AntBulletEnv
+policy's ``d = 6536`` that is about 1 GiB and seconds per update; GoodAI's
+CMA run there died of running out of memory. So when ``d`` exceeds
+``diagonal_threshold`` or that estimate exceeds ``max_covariance_mb`` the run
+uses pycma's diagonal variant (``CMA_diagonal=True``, sep-CMA-ES of Ros and
+Hansen 2008: ``O(d)`` memory and time). The choice is printed once (it lands in
+the run's ``cout.txt``) and logged every step as the metric ``diagonal`` (0/1).
+
+IPOP restarts (Auger and Hansen 2005): when pycma's stop conditions fire
+(flat fitness, ``tolfun``, ``tolx``, ...) and fewer than ``restarts`` restarts
+were made, a new strategy starts with twice the population and ``sigma0``,
+from the last mean (``restart_from: mean``, which keeps the policy the runner
+evaluates) or from the initial parameters (``init``, pycma's ``fmin`` habit).
+Without restarts left the strategy just carries on.
+
+``evaluate_policy`` plays the distribution mean ``es.mean``. pycma draws from
+numpy's global RNG, seeded through its ``seed`` option from the run seed; the
+base class keeps that state private to this run and in checkpoints.
+pycma's console output and its ``outcmaes`` files are switched off.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from algorithms.base import doc
+from algorithms.es_common import optimizer_seed
+from algorithms.registry import register
+from algorithms.vector_es import VectorES, dumps_optimizer, loads_optimizer
+
+#: Float64 matrices of size d x d that full CMA holds at once (C, B, eigendecomposition work).
+FULL_COVARIANCE_MATRICES = 3
+
+
+def covariance_mb(dim: int) -> float:
+    """Estimated memory of full CMA's ``d x d`` matrices, in MiB."""
+    return FULL_COVARIANCE_MATRICES * dim * dim * 8 / 2**20
+
+
+def default_population(dim: int) -> int:
+    """pycma's default population size ``4 + floor(3 ln d)``."""
+    return 4 + int(3 * math.log(dim))
+
+
+@dataclass(frozen=True)
+class CMAConfig:
+    """Hyperparameters of ``cma``; defaults per env live in ``experiments/defaults.yaml``."""
+
+    population: int = doc("candidates per generation (pycma popsize); 0: 4 + 3 ln(d)", 0)
+    sigma0: float = doc("initial step size (standard deviation of every coordinate)", 0.1)
+    diagonal_threshold: int = doc(
+        "use diagonal (sep-)CMA when the parameter count exceeds this", 2000
+    )
+    max_covariance_mb: float = doc(
+        "also use diagonal CMA when full CMA's matrices (3 x d^2 float64) would exceed this"
+        " many MiB",
+        512.0,
+    )
+    restarts: int = doc(
+        "IPOP: on pycma's stop conditions restart with doubled population, at most this often", 0
+    )
+    restart_from: str = doc("where a restart starts: 'mean' (the last mean) or 'init'", "mean")
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad value."""
+        if self.population < 0 or self.population == 1:
+            raise ValueError(f"population must be 0 (pycma default) or >= 2, got {self.population}")
+        if not self.sigma0 > 0:
+            raise ValueError(f"sigma0 must be positive, got {self.sigma0}")
+        if self.diagonal_threshold < 0:
+            raise ValueError(f"diagonal_threshold must be >= 0, got {self.diagonal_threshold}")
+        if not self.max_covariance_mb > 0:
+            raise ValueError(f"max_covariance_mb must be positive, got {self.max_covariance_mb}")
+        if self.restarts < 0:
+            raise ValueError(f"restarts must be >= 0, got {self.restarts}")
+        if self.restart_from not in ("mean", "init"):
+            raise ValueError(f"restart_from must be mean or init, got {self.restart_from!r}")
+
+    def use_diagonal(self, dim: int) -> tuple[bool, str]:
+        """Whether ``dim`` parameters get diagonal CMA, and why (one line)."""
+        memory = covariance_mb(dim)
+        if dim > self.diagonal_threshold:
+            return True, (
+                f"d={dim} exceeds diagonal_threshold={self.diagonal_threshold} "
+                f"(full covariance would need ~{memory:.0f} MiB)"
+            )
+        if memory > self.max_covariance_mb:
+            return True, (
+                f"full covariance would need ~{memory:.0f} MiB > "
+                f"max_covariance_mb={self.max_covariance_mb:g}"
+            )
+        return False, f"d={dim}, full covariance ~{memory:.1f} MiB"
+
+
+@register("cma")
+class CMAES(VectorES):
+    """pycma's CMA-ES; diagonal above a size or memory bound; optional IPOP restarts."""
+
+    summary = "pycma CMA-ES; sep-CMA above a size/memory bound; IPOP restarts; vectors on wire"
+    Config = CMAConfig
+    config: CMAConfig
+
+    def _library_seed(self, index: int) -> int:
+        return optimizer_seed(self.context.seed, index)
+
+    def _create(self, x0: np.ndarray) -> None:
+        self.diagonal, reason = self.config.use_diagonal(self.dim)
+        variant = "diagonal (sep-)CMA" if self.diagonal else "full-covariance CMA"
+        print(f"cma: {variant}: {reason}", flush=True)
+        self.restarts_done = 0
+        self._stop_reported = False
+        self.last_stop: list[str] = []
+        self._start(x0, self.config.population or default_population(self.dim))
+
+    def _start(self, x0: np.ndarray, popsize: int) -> None:
+        import cma
+
+        options = {
+            "popsize": popsize,
+            "seed": self._library_seed(self.restarts_done),
+            "CMA_diagonal": self.diagonal,
+            "verbose": -9,
+            "verb_log": 0,
+            "verb_disp": 0,
+            "verb_time": False,
+        }
+        self.es = cma.CMAEvolutionStrategy(
+            np.asarray(x0, dtype=np.float64), self.config.sigma0, options
+        )
+
+    def _ask(self) -> tuple[list[Any], list[np.ndarray]]:
+        solutions = self.es.ask()
+        return solutions, solutions
+
+    def _tell(self, handles: list[Any], losses: np.ndarray) -> None:
+        self.es.tell(handles, [float(v) for v in losses])
+        stop = self.es.stop()
+        if not stop:
+            return
+        self.last_stop = [str(key) for key in stop]
+        if self.restarts_done < self.config.restarts:
+            self.restarts_done += 1
+            popsize = 2 * int(self.es.popsize)
+            x0 = self.es.mean if self.config.restart_from == "mean" else self.initial
+            print(
+                f"cma: IPOP restart {self.restarts_done}/{self.config.restarts} at generation "
+                f"{self.generation + 1} ({', '.join(self.last_stop)}), population {popsize}",
+                flush=True,
+            )
+            self._start(np.asarray(x0, dtype=np.float64), popsize)
+        elif not self._stop_reported:
+            self._stop_reported = True
+            print(
+                f"cma: stop conditions met ({', '.join(self.last_stop)}) at generation "
+                f"{self.generation + 1} and no restart left; carrying on",
+                flush=True,
+            )
+
+    def _centre(self) -> np.ndarray:
+        return np.asarray(self.es.mean, dtype=np.float64)
+
+    def _extras(self) -> dict[str, float]:
+        return {
+            "sigma": float(self.es.sigma),
+            "diagonal": float(self.diagonal),
+            "restarts": float(self.restarts_done),
+        }
+
+    def _optimizer_state(self) -> dict[str, Any]:
+        return {
+            "optimizer": dumps_optimizer(self.es),
+            "restarts_done": self.restarts_done,
+            "stop_reported": self._stop_reported,
+        }
+
+    def _load_optimizer_state(self, state: dict[str, Any]) -> None:
+        self.es = loads_optimizer(state["optimizer"])
+        self.restarts_done = int(state["restarts_done"])
+        self._stop_reported = bool(state["stop_reported"])

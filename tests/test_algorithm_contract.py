@@ -1,0 +1,170 @@
+"""Every registered algorithm through the real `harness run` path: complete, named, reproducible.
+
+Runs go through :func:`harness.cli.main` in this process (the same code path as the
+console script, without a second interpreter's start-up) into a Sacred FileStorage
+directory, and are read back from ``run.json`` and ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from algorithms.registry import algorithm_names
+from harness import cli
+from tests.conftest import only_run_dir, read_run
+
+COMMON_METRICS = {
+    "timesteps",
+    "episodes",
+    "wall_time_s",
+    "fitness_mean",
+    "fitness_max",
+    "fitness_min",
+    "eval_return_mean",
+    "eval_return_std",
+    "bytes_to_workers",
+    "bytes_from_workers",
+}
+
+#: Nevergrad optimizers reached through the ``ng:`` prefix, checked like registered names.
+NG_NAMES = ["ng:CMA", "ng:TwoPointsDE"]
+
+#: Knobs that keep each algorithm's CartPole run to about a second.
+TINY: dict[str, list[str]] = {
+    "ppo": ["n_steps=128", "batch_size=64", "n_epochs=2"],
+    "a2c": ["updates_per_step=20"],
+    "nevergrad-es": ["population=10"],
+    "ng:CMA": ["population=10"],
+    "ng:TwoPointsDE": ["population=10"],
+}
+
+BUDGET = 1500
+
+
+def _is_timing(name: str) -> bool:
+    return name.endswith("_s") or name == "worker_seconds"
+
+
+def run_algorithm(
+    runs_dir: Path, algo: str, *extra: str, seed: int = 0, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, dict[str, Any]]:
+    """One tiny CartPole run through the CLI; returns its directory and records."""
+    monkeypatch.setenv("HARNESS_PROGRESS", "0")
+    sets = [arg for knob in TINY.get(algo, []) for arg in ("--set", knob)]
+    argv = [
+        "run",
+        "--algo",
+        algo,
+        "--env",
+        "CartPole",
+        "--timesteps",
+        str(BUDGET),
+        "--seed",
+        str(seed),
+        "--runs-dir",
+        str(runs_dir),
+        "--no-progress",
+        "--set",
+        "eval_episodes=3",
+        "--set",
+        "eval_every_timesteps=1000",
+        *sets,
+        *extra,
+    ]
+    if "--backend" not in extra:
+        argv += ["--backend", "inline"]
+    assert cli.main(argv) == 0
+    run_dir = only_run_dir(runs_dir)
+    return run_dir, read_run(run_dir)
+
+
+def deterministic(metrics: dict[str, Any], drop_bytes: bool = False) -> dict[str, Any]:
+    """Every metric series that must repeat exactly (steps and values), timings left out."""
+    return {
+        name: (series["steps"], series["values"])
+        for name, series in metrics.items()
+        if not _is_timing(name) and not (drop_bytes and name.startswith("bytes_"))
+    }
+
+
+@pytest.mark.parametrize("algo", [*algorithm_names(), *NG_NAMES])
+def test_algorithm_completes_with_common_metrics_and_repeats_exactly(
+    algo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir, first = run_algorithm(tmp_path / "a", algo, seed=7, monkeypatch=monkeypatch)
+    assert first["run"]["status"] == "COMPLETED"
+    assert first["config"]["algo"] == algo
+    metrics = first["metrics"]
+    assert set(metrics) >= COMMON_METRICS, COMMON_METRICS - set(metrics)
+    timesteps = metrics["timesteps"]["values"]
+    assert timesteps == sorted(timesteps) and timesteps[-1] >= BUDGET
+    assert len(metrics["eval_return_mean"]["values"]) >= 2  # first step and the end
+    assert np.isfinite(metrics["eval_return_mean"]["values"]).all()
+    params = np.load(run_dir / "final_params.npy")
+    assert params.dtype == np.float32 and np.isfinite(params).all()
+
+    _, second = run_algorithm(tmp_path / "b", algo, seed=7, monkeypatch=monkeypatch)
+    assert deterministic(first["metrics"]) == deterministic(second["metrics"])
+
+
+@pytest.mark.parametrize("algo", ["cma", "nevergrad-es"])
+def test_vector_candidates_are_counted_on_the_wire(
+    algo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir, record = run_algorithm(tmp_path / "v", algo, seed=1, monkeypatch=monkeypatch)
+    dim = np.load(run_dir / "final_params.npy").size
+    metrics = record["metrics"]
+    sent = np.asarray(metrics["bytes_to_workers"]["values"])
+    population = np.asarray(metrics["population"]["values"])
+    # Each candidate crosses as d float32 values, plus pickling overhead.
+    assert (sent >= population * dim * 4).all()
+    assert (sent <= population * (dim * 4 + 400) + 2000).all()
+    assert (np.asarray(metrics["bytes_from_workers"]["values"]) > 0).all()
+
+
+def test_optimes_sends_far_fewer_bytes_than_cma(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, cma = run_algorithm(tmp_path / "c", "cma", seed=1, monkeypatch=monkeypatch)
+    _, opt = run_algorithm(tmp_path / "o", "optimes", seed=1, monkeypatch=monkeypatch)
+
+    def per_candidate(record: dict[str, Any], population: float) -> float:
+        return float(np.mean(record["metrics"]["bytes_to_workers"]["values"])) / population
+
+    cma_pop = float(record_value(cma, "population"))
+    opt_pop = float(opt["config"]["params"]["population"])
+    assert per_candidate(opt, opt_pop) < 0.5 * per_candidate(cma, cma_pop)
+
+
+def record_value(record: dict[str, Any], name: str) -> float:
+    return float(record["metrics"][name]["values"][0])
+
+
+def test_vector_es_metrics_do_not_depend_on_the_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, inline = run_algorithm(tmp_path / "i", "cma", seed=2, monkeypatch=monkeypatch)
+    _, pool = run_algorithm(
+        tmp_path / "p",
+        "cma",
+        "--backend",
+        "process",
+        "--workers",
+        "2",
+        seed=2,
+        monkeypatch=monkeypatch,
+    )
+    assert deterministic(inline["metrics"], drop_bytes=True) == deterministic(
+        pool["metrics"], drop_bytes=True
+    )
+
+
+def test_different_seeds_differ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for algo in ("cma", "ppo"):
+        _, one = run_algorithm(tmp_path / algo / "1", algo, seed=1, monkeypatch=monkeypatch)
+        _, two = run_algorithm(tmp_path / algo / "2", algo, seed=2, monkeypatch=monkeypatch)
+        assert deterministic(one["metrics"]) != deterministic(two["metrics"]), algo
