@@ -47,6 +47,8 @@ class RunContext:
     ray_address: str | None = None
     max_episode_steps: int | None = None
     fail_on_env_error: bool = True
+    #: "broadcast" (the centre travels each generation) or "seeds" (replicas, Algorithm 2)
+    sync: str = "broadcast"
 
 
 class Algorithm(ABC):
@@ -80,6 +82,15 @@ class Algorithm(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` captured."""
         raise NotImplementedError(f"{self.name} cannot be checkpointed")
+
+    def population_record(self) -> dict[str, Any] | None:
+        """The last generation's candidates and fitness for the population log, if any.
+
+        Keys follow :meth:`harness.records.PopulationLogWriter.add_generation`:
+        ``fitness``, ``centre`` (before the update), and ``sigma``/``noise_index``/``sign``
+        (OpenAI-ES) or ``candidates`` (vector ES).
+        """
+        return getattr(self, "_population", None)
 
     def artifacts(self) -> dict[str, Any]:
         """Extra JSON-serialisable facts for the run record (obs statistics, ...)."""

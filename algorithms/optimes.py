@@ -26,7 +26,9 @@ are gathered from a random fraction of rollouts and applied to every policy.
 
 from __future__ import annotations
 
+import copy
 import time
+import zlib
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -46,7 +48,9 @@ from envs.obs_norm import RunningStat
 from envs.policies import build_policy
 from harness.parallel.backends import Evaluator, make_evaluator
 from harness.parallel.noise import DEFAULT_NOISE_SIZE, NoiseSpec, NoiseTable
-from harness.parallel.protocol import Broadcast, EvalResult, EvalTask
+from harness.parallel.protocol import Broadcast, EvalResult, EvalTask, ReplicaRef
+
+SYNC_MODES = ("broadcast", "seeds")
 
 
 def centered_ranks(fitness: np.ndarray) -> np.ndarray:
@@ -175,6 +179,72 @@ class OpenAIES:
 
 
 @dataclass(frozen=True)
+class ReplicaUpdate:
+    """One generation's update in replicated mode: O(population) scalars, independent of d.
+
+    The shaped fitness is a function of ``fitness`` (centred ranks), so sending the raw
+    fitness lets every replica run the head's own :meth:`OpenAIES.tell`, bit for bit.
+    """
+
+    generation: int
+    noise_indices: np.ndarray  # int64, one per mirrored pair (+eps, -eps)
+    fitness: np.ndarray  # float64, one per candidate, as the head told it
+    obs_increments: list[tuple[np.ndarray, np.ndarray, int]]  # in the head's order
+    sigma: float  # after this generation's schedules
+    learning_rate: float
+
+
+class OptimESReplica:
+    """A worker's copy of the head's state for replicated mode (Algorithm 2 of the paper).
+
+    Pickled as the full sync (centre, optimizer moments, obs statistics, sigma) without
+    the noise table: the worker binds its own view of it.
+    """
+
+    def __init__(
+        self, es: OpenAIES, obs_stat: RunningStat, obs_norm: bool, generation: int
+    ) -> None:
+        self.es = es
+        self.obs_stat = obs_stat
+        self.obs_norm = obs_norm
+        self.generation = generation
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        es = copy.copy(self.es)
+        vars(es)["noise"] = None  # never ship the table
+        state["es"] = es
+        return state
+
+    def bind(self, noise: Any) -> None:
+        self.es.noise = noise
+
+    def apply(self, update: ReplicaUpdate) -> None:
+        candidates = [Candidate(int(i), sign) for i in update.noise_indices for sign in (1, -1)]
+        self.es.tell(candidates, update.fitness)
+        for obs_sum, obs_sumsq, count in update.obs_increments:
+            self.obs_stat.increment(obs_sum, obs_sumsq, count)
+        self.es.sigma = update.sigma
+        self.es.learning_rate = update.learning_rate
+        self.generation = update.generation
+
+    def broadcast(self) -> Broadcast:
+        mean = std = None
+        if self.obs_norm:
+            mean, std = self.obs_stat.mean.astype(np.float32), self.obs_stat.std.astype(np.float32)
+        return Broadcast(self.generation, self.es.centre, self.es.sigma, mean, std)
+
+    def checksum(self) -> int:
+        """CRC-32 of the centre, the optimizer moments, sigma and the obs statistics."""
+        crc = zlib.crc32(np.ascontiguousarray(self.es.centre).data)
+        for value in self.es.optimizer.state_dict().values():
+            crc = zlib.crc32(np.ascontiguousarray(value).data, crc)
+        crc = zlib.crc32(np.array([self.es.sigma, self.obs_stat.count]).data, crc)
+        crc = zlib.crc32(self.obs_stat.sum.data, crc)
+        return zlib.crc32(self.obs_stat.sumsq.data, crc)
+
+
+@dataclass(frozen=True)
 class OptimESConfig:
     """Hyperparameters of optimes; defaults per env live in ``experiments/defaults.yaml``."""
 
@@ -224,6 +294,9 @@ class OptimES(Algorithm):
                  evaluator: Evaluator | None = None) -> None:
         super().__init__(context, config)
         config.validate()
+        if context.sync not in SYNC_MODES:
+            raise ValueError(f"sync must be broadcast or seeds, got {context.sync!r}")
+        self.replicated = context.sync == "seeds"
         self.policy = build_policy(context.policy_spec)
         noise_seed = context.seed if config.noise_seed < 0 else config.noise_seed
         self.noise_spec = NoiseSpec(config.noise_size, noise_seed)
@@ -243,6 +316,12 @@ class OptimES(Algorithm):
         self.obs_stat = RunningStat((obs_dim,))
         self.generation = 0
         self.episode_cap: int | None = context.max_episode_steps
+        if self.replicated:
+            self.evaluator.attach_replica(self._replica)
+
+    def _replica(self) -> OptimESReplica:
+        """The head's state as a replica (shares its arrays; pickling copies them)."""
+        return OptimESReplica(self.es, self.obs_stat, self.config.obs_norm, self.generation)
 
     # -- one generation ---------------------------------------------------
     def _broadcast(self) -> Broadcast:
@@ -279,13 +358,21 @@ class OptimES(Algorithm):
         candidates = self.es.ask(rng)
         tasks = self._tasks(candidates, rng)
         started = time.perf_counter()
-        results, stats = self.evaluator.evaluate(self._broadcast(), tasks)
+        target = ReplicaRef(self.generation) if self.replicated else self._broadcast()
+        results, stats = self.evaluator.evaluate(target, tasks)
         evaluate_s = time.perf_counter() - started
         fitness, failures = fitness_of(results, self.context.fail_on_env_error)
+        self._population = {
+            "fitness": fitness,
+            "centre": self.es.centre.copy(),
+            "sigma": float(self.es.sigma),
+            "noise_index": np.array([c.noise_index for c in candidates], np.int64),
+            "sign": np.array([c.sign for c in candidates], np.int8),
+        }
         started = time.perf_counter()
         self.es.tell(candidates, fitness)
         update_s = time.perf_counter() - started
-        self._update_obs_stat(results)
+        increments = self._update_obs_stat(results)
         finished = [r.lengths for r in results if r.failed is None]
         lengths = np.concatenate(finished) if finished else np.zeros(1, dtype=np.int64)
         if self.config.episode_cap == "adaptive" and lengths.size:
@@ -306,6 +393,23 @@ class OptimES(Algorithm):
             "failed_candidates": float(len(failures)),
             "retried_tasks": float(stats.retried_tasks),
         }
+        if self.replicated:
+            started = time.perf_counter()
+            update = ReplicaUpdate(
+                self.generation,
+                np.array([c.noise_index for c in candidates[0::2]], dtype=np.int64),
+                np.asarray(fitness, dtype=np.float64),
+                increments,
+                self.es.sigma,
+                self.es.learning_rate,
+            )
+            synced = self.evaluator.update_replicas(
+                update, self.generation, self._replica().checksum()
+            )
+            stats.bytes_to_workers += synced.bytes_to_workers
+            stats.bytes_from_workers += synced.bytes_from_workers
+            extras["sync_s"] = time.perf_counter() - started
+            extras["resyncs"] = float(synced.resyncs)
         return StepRecord(
             timesteps=int(sum(r.steps for r in results)),
             episodes=int(sum(len(r.lengths) for r in results)),
@@ -316,10 +420,17 @@ class OptimES(Algorithm):
             extras=extras,
         )
 
-    def _update_obs_stat(self, results: list[EvalResult]) -> None:
-        for result in results:
-            if result.obs_count and result.obs_sum is not None and result.obs_sumsq is not None:
-                self.obs_stat.increment(result.obs_sum, result.obs_sumsq, result.obs_count)
+    def _update_obs_stat(
+        self, results: list[EvalResult]
+    ) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        increments = [
+            (result.obs_sum, result.obs_sumsq, result.obs_count)
+            for result in results
+            if result.obs_count and result.obs_sum is not None and result.obs_sumsq is not None
+        ]
+        for obs_sum, obs_sumsq, count in increments:
+            self.obs_stat.increment(obs_sum, obs_sumsq, count)
+        return increments
 
     def _apply_schedules(self) -> None:
         cfg = self.config
@@ -330,7 +441,8 @@ class OptimES(Algorithm):
     def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
         tasks = [EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
                  for i, s in enumerate(env_seeds)]
-        results, _ = self.evaluator.evaluate(self._broadcast(), tasks)
+        target = ReplicaRef(self.generation) if self.replicated else self._broadcast()
+        results, _ = self.evaluator.evaluate(target, tasks)
         fitness, _ = fitness_of(results, fail_on_env_error=True)
         return fitness
 
@@ -355,6 +467,7 @@ class OptimES(Algorithm):
         self.es.optimizer.load_state_dict(state["optimizer"])
         self.obs_stat.load_state_dict(state["obs_stat"])
         self.episode_cap = state["episode_cap"]
+        self.evaluator.invalidate_replicas()
 
     def artifacts(self) -> dict[str, Any]:
         mean, std = self._obs_normalisation()

@@ -52,6 +52,9 @@ from envs.policies import build_policy
 from harness.parallel.backends import Evaluator, make_evaluator
 from harness.parallel.protocol import Broadcast, EvalTask
 
+#: Candidates are logged for the UMAP map only while a generation holds at most this many floats.
+POPULATION_LOG_MAX_FLOATS = 200_000
+
 
 class PrivateGlobalRNG:
     """A private copy of numpy's global RNG state, active only inside :meth:`active`."""
@@ -212,6 +215,12 @@ class VectorES(Algorithm):
         results, stats = self.evaluator.evaluate(broadcast, tasks)
         evaluate_s = time.perf_counter() - started
         fitness, failures = fitness_of(results, self.context.fail_on_env_error)
+        small = len(vectors) * vectors[0].size <= POPULATION_LOG_MAX_FLOATS
+        self._population = {
+            "fitness": fitness,
+            "centre": self.current_parameters().copy(),
+            "candidates": np.stack(vectors).astype(np.float32) if small else None,
+        }
         started = time.perf_counter()
         with self.rng.active():
             self._tell(handles, finite_losses(to_loss(fitness)))

@@ -28,6 +28,11 @@ RUN_KEYS: dict[str, tuple[type, str]] = {
     "checkpoint_every": (int, "write a checkpoint every this many steps (generations/updates)"),
     "max_episode_steps": (int, "episode step cap for training (null: the env's own limit)"),
     "fail_on_env_error": (bool, "stop on an env exception or NaN; false scores it as worst"),
+    "population_log_every": (
+        int,
+        "log each generation's fitness and candidates, and the centre every N generations "
+        "(0: no log; feeds the report's UMAP map)",
+    ),
     "sync": (str, "broadcast (centre sent each generation) or seeds (replicated, Algorithm 2)"),
 }
 POLICY_KEYS: dict[str, tuple[type, str]] = {

@@ -67,6 +67,7 @@ def base_config() -> None:
     checkpoint_every = None  # write a checkpoint every this many steps (generations/updates)
     max_episode_steps = None  # training episode step cap (null: the env's own limit)
     fail_on_env_error = None  # stop on an env exception or NaN; false scores it as worst
+    population_log_every = None  # log the population, the centre every N generations (0: off)
     sync = None  # broadcast (centre each generation) or seeds (replicated, Algorithm 2)
 
 

@@ -605,7 +605,10 @@ class PopulationLogWriter:
 
     def state_dict(self) -> dict[str, Any]:
         """For checkpoints: everything collected so far."""
-        return {key: value for key, value in vars(self).items()}
+        return {
+            key: list(value) if isinstance(value, list) else value
+            for key, value in vars(self).items()
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         vars(self).update(state)

@@ -45,6 +45,7 @@ from harness.checkpoint import (
     write_checkpoint_payload,
 )
 from harness.config import validate_params
+from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 
 COMMON_METRICS = (
     "timesteps",
@@ -185,6 +186,17 @@ class Trainer:
         self._checkpointable = True
         self._snapshot_s = 0.0  # seconds the last state freeze took
         self._step_s = 0.0  # seconds the last algorithm step took
+        log_every = int(config.get("population_log_every") or 0)
+        noise_spec = getattr(self.algorithm, "noise_spec", None)
+        self.population_log = (
+            PopulationLogWriter(
+                log_every,
+                noise_spec.size if noise_spec is not None else 0,
+                noise_spec.seed if noise_spec is not None else 0,
+            )
+            if log_every
+            else None
+        )
         interrupt_at = os.environ.get(INTERRUPT_ENV)
         self._interrupt_at = int(interrupt_at) if interrupt_at else None
 
@@ -239,12 +251,17 @@ class Trainer:
             "config": self.config,
             "progress": asdict(self.progress),
             "algorithm": self.algorithm.state_dict(),
+            "population_log": (
+                None if self.population_log is None else self.population_log.state_dict()
+            ),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`checkpoint_state`'s output."""
         self.progress = Progress.from_state(state["progress"])
         self.algorithm.load_state_dict(state["algorithm"])
+        if self.population_log is not None and state.get("population_log") is not None:
+            self.population_log.load_state_dict(state["population_log"])
         self._saved_step = self.progress.step
 
     def restore(self, state: dict[str, Any], reopen: bool = False) -> None:
@@ -321,6 +338,7 @@ class Trainer:
                 record = self.algorithm.step()
                 self._step_s = time.perf_counter() - step_started
                 p.step += 1
+                self._log_population()
                 p.timesteps += record.timesteps
                 p.episodes += record.episodes
                 p.wall_time_s = time.perf_counter() - started
@@ -350,6 +368,11 @@ class Trainer:
             bar.close()
         self._commit(write=True)
         return self.finish()
+
+    def _log_population(self) -> None:
+        population = self.algorithm.population_record()
+        if self.population_log is not None and population is not None:
+            self.population_log.add_generation(self.progress.step, **population)
 
     def _on_interrupt(self) -> None:
         """Ctrl-C: write the last complete step as the checkpoint and say how to go on."""
@@ -410,7 +433,12 @@ class Trainer:
                 (folder / "summary.json").write_text(
                     json.dumps({**summary, **self.algorithm.artifacts()}, indent=2)
                 )
-                for name in ("final_params.npy", "policy_spec.json", "summary.json"):
+                names = ["final_params.npy", "policy_spec.json", "summary.json"]
+                if self.population_log is not None and self.population_log.generation:
+                    self.population_log.add_final_centre(self.algorithm.current_parameters())
+                    self.population_log.save(folder / POPULATION_ARTIFACT)
+                    names.append(POPULATION_ARTIFACT)
+                for name in names:
                     self.run.add_artifact(str(folder / name), name)
         return summary
 
