@@ -83,6 +83,13 @@ class Algorithm(ABC):
         """Restore what :meth:`state_dict` captured."""
         raise NotImplementedError(f"{self.name} cannot be checkpointed")
 
+    @classmethod
+    def check_config(cls, config: dict[str, Any]) -> None:
+        """Refuse, with a ValueError naming the value, a completed run config this cannot run.
+
+        Called before any run directory exists, so bad input leaves nothing behind.
+        """
+
     def population_record(self) -> dict[str, Any] | None:
         """The last generation's candidates and fitness for the population log, if any.
 

@@ -239,15 +239,19 @@ class SB3Algorithm(Algorithm):
     family = "rl"
     sb3_class_name: ClassVar[str]
 
+    @classmethod
+    def check_config(cls, config: dict[str, Any]) -> None:
+        if config["policy"].get("kind") == "lstm":
+            raise ValueError(
+                f"{cls.name} needs a feed-forward policy, got policy.kind=lstm (an LSTM needs "
+                "sb3-contrib's RecurrentPPO, not installed): use --set policy.kind=mlp"
+            )
+
     def __init__(self, context: RunContext, config: Any, evaluator: Any = None) -> None:
         super().__init__(context, config)
         config.validate()
         spec = context.policy_spec
-        if spec.kind == "lstm":
-            raise ValueError(
-                f"{self.name} needs a feed-forward policy; an LSTM policy needs sb3-contrib's "
-                "RecurrentPPO, which is not installed: use --set policy.kind=mlp"
-            )
+        self.check_config({"policy": {"kind": spec.kind}})
         if config.use_sde and spec.action_kind != "box":
             raise ValueError(f"use_sde needs a Box action space; {context.env_name} is discrete")
         if spec.discretize:

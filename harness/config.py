@@ -302,6 +302,10 @@ def complete_config(config: dict[str, Any]) -> dict[str, Any]:
     config["params"] = dataclasses.asdict(instance)
 
     check_values(config)
+    try:
+        algo_cls.check_config(config)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
     from harness.budget import Budget
 
