@@ -64,9 +64,14 @@ def run(args: argparse.Namespace) -> int:
     obs_std = np.ones(spec.obs_dim, np.float32)
     runner.set_broadcast(Broadcast(0, centre, args.sigma, obs_mean, obs_std))
     tasks = [
-        EvalTask(task_id=i, env_seeds=(int(rng.integers(2**31)),), max_steps=args.max_steps,
-                 noise_index=noise.sample_index(rng, centre.size), sign=1 - 2 * (i % 2),
-                 collect_obs=(i % 10 == 0))
+        EvalTask(
+            task_id=i,
+            env_seeds=(int(rng.integers(2**31)),),
+            max_steps=args.max_steps,
+            noise_index=noise.sample_index(rng, centre.size),
+            sign=1 - 2 * (i % 2),
+            collect_obs=(i % 10 == 0),
+        )
         for i in range(args.tasks)
     ]
     runner.run(tasks[0])  # warm-up: first-call costs are not the steady state
@@ -77,17 +82,20 @@ def run(args: argparse.Namespace) -> int:
         steps += runner.run(task).steps
     total = time.perf_counter() - started
     outside = total - inside[0]
-    emit({
-        "env": args.env,
-        "policy": spec.describe(),
-        "parameters": spec.num_params,
-        "steps": steps,
-        "steps_per_s": round(steps / total, 1),
-        "us_per_step_total": round(1e6 * total / steps, 2),
-        "us_per_step_env": round(1e6 * inside[0] / steps, 2),
-        "us_per_step_outside_env": round(1e6 * outside / steps, 2),
-        "share_outside_env_pct": round(100 * outside / total, 2),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
-    }, args.json)
+    emit(
+        {
+            "env": args.env,
+            "policy": spec.describe(),
+            "parameters": spec.num_params,
+            "steps": steps,
+            "steps_per_s": round(steps / total, 1),
+            "us_per_step_total": round(1e6 * total / steps, 2),
+            "us_per_step_env": round(1e6 * inside[0] / steps, 2),
+            "us_per_step_outside_env": round(1e6 * outside / steps, 2),
+            "share_outside_env_pct": round(100 * outside / total, 2),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+        },
+        args.json,
+    )
     noise.close()
     return 0

@@ -47,35 +47,71 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for seed in args.seeds:
         command = [
-            sys.executable, "-m", "harness.cli", "run", "--algo", args.algo, "--env", args.env,
-            "--seed", str(seed), "--workers", str(args.workers), "--backend", args.backend,
-            "--timesteps", str(args.timesteps), "--target-return", str(args.target),
-            "--runs-dir", str(runs_dir), "--no-progress",
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--algo",
+            args.algo,
+            "--env",
+            args.env,
+            "--seed",
+            str(seed),
+            "--workers",
+            str(args.workers),
+            "--backend",
+            args.backend,
+            "--timesteps",
+            str(args.timesteps),
+            "--target-return",
+            str(args.target),
+            "--runs-dir",
+            str(runs_dir),
+            "--no-progress",
         ]
         for assignment in args.overrides:
             command += ["--set", assignment]
         before = {p.name for p in runs_dir.iterdir()} if runs_dir.exists() else set()
         started = time.perf_counter()
-        completed = subprocess.run(command, capture_output=True, text=True,
-                                   env={**os.environ, "HARNESS_PROGRESS": "0"})
+        completed = subprocess.run(
+            command, capture_output=True, text=True, env={**os.environ, "HARNESS_PROGRESS": "0"}
+        )
         elapsed = time.perf_counter() - started
         if completed.returncode != 0:
             print(completed.stderr[-2000:], file=sys.stderr)
             return 1
-        new = sorted((p for p in runs_dir.iterdir() if p.name not in before and p.is_dir()),
-                     key=lambda p: p.stat().st_mtime)
+        new = sorted(
+            (p for p in runs_dir.iterdir() if p.name not in before and p.is_dir()),
+            key=lambda p: p.stat().st_mtime,
+        )
         record = _read_run(new[-1])
         solved = [i for i, v in enumerate(record["evals"]) if v >= args.target]
         timesteps = record["eval_timesteps"][solved[0]] if solved else None
-        rows.append({"seed": seed, "solved": bool(solved), "wall_s": elapsed,
-                     "timesteps": timesteps, "run_dir": str(new[-1])})
-        print(f"seed {seed}: {'solved' if solved else 'NOT solved'} in {elapsed:.1f}s, "
-              f"{timesteps} timesteps ({new[-1]})", flush=True)
+        rows.append(
+            {
+                "seed": seed,
+                "solved": bool(solved),
+                "wall_s": elapsed,
+                "timesteps": timesteps,
+                "run_dir": str(new[-1]),
+            }
+        )
+        print(
+            f"seed {seed}: {'solved' if solved else 'NOT solved'} in {elapsed:.1f}s, "
+            f"{timesteps} timesteps ({new[-1]})",
+            flush=True,
+        )
     solved_rows = [r for r in rows if r["solved"]]
     figures: dict[str, Any] = {
-        "algo": args.algo, "env": args.env, "target": args.target, "workers": args.workers,
-        "backend": args.backend, "seeds": args.seeds, "solved": f"{len(solved_rows)}/{len(rows)}",
-        "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
+        "algo": args.algo,
+        "env": args.env,
+        "target": args.target,
+        "workers": args.workers,
+        "backend": args.backend,
+        "seeds": args.seeds,
+        "solved": f"{len(solved_rows)}/{len(rows)}",
+        "cpu_count": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
     }
     if len(solved_rows) == len(rows):
         figures["median_wall_s"] = round(statistics.median(r["wall_s"] for r in rows), 1)

@@ -1,30 +1,60 @@
-"""Evaluation backends: ``inline`` (this process), ``process`` (a pool on this machine).
+"""Evaluation backends: ``inline`` (this process), ``process`` (a pool here), ``ray`` (a cluster).
 
 Every backend speaks the same serialised messages (see :mod:`harness.parallel.worker`),
 so the byte counters measure what actually crosses the wire, and every backend
 returns results ordered by task id so that an algorithm never sees which worker ran what.
+
+Two ways to tell workers what to evaluate against:
+
+* broadcast mode: ``evaluate(Broadcast(...), tasks)`` sends the centre to every worker;
+* replicated mode (Algorithm 2 of Salimans et al.): after :meth:`Evaluator.attach_replica`,
+  ``evaluate(ReplicaRef(generation), tasks)`` sends only the generation id; every worker
+  holds a replica of the optimizer and :meth:`Evaluator.update_replicas` ships the small
+  per-generation update. A worker whose checksum differs from the head's is resynced with
+  the full state, and so is every fresh worker before its first task.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import multiprocessing as mp
 import time
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from envs.policies import PolicySpec
 from harness.parallel.noise import NoiseSpec, NoiseTable
-from harness.parallel.protocol import Broadcast, EvalResult, EvalTask, GenerationStats
-from harness.parallel.worker import TaskRunner, decode, encode, process_worker_main
+from harness.parallel.protocol import (
+    Broadcast,
+    EvalResult,
+    EvalTask,
+    GenerationStats,
+    Replica,
+    ReplicaRef,
+)
+from harness.parallel.worker import CLOSE, TaskRunner, decode, encode, process_worker_main
 
 BACKENDS = ("inline", "process", "ray")
 
+log = logging.getLogger(__name__)
+
+Target = Broadcast | ReplicaRef
+Snapshot = Callable[[], Replica]
+
 
 class WorkerLostError(RuntimeError):
-    """Workers kept dying; the generation could not be completed."""
+    """Workers kept dying or could not be reached; the generation could not be completed."""
+
+
+def _target_message(target: Target) -> bytes:
+    if isinstance(target, ReplicaRef):
+        return encode(("replica", target))
+    return encode(("broadcast", target))
 
 
 class Evaluator(ABC):
@@ -36,14 +66,32 @@ class Evaluator(ABC):
         self.env_name = env_name
         self.policy_spec = policy_spec
         self.noise_spec = noise_spec
+        self._snapshot: Snapshot | None = None
 
     @abstractmethod
     def evaluate(
-        self, broadcast: Broadcast, tasks: list[EvalTask]
+        self, target: Target, tasks: list[EvalTask]
     ) -> tuple[list[EvalResult], GenerationStats]:
-        """Run every task against ``broadcast``; return results sorted by ``task_id``."""
+        """Run every task against ``target``; return results sorted by ``task_id``."""
 
-    def close(self) -> None:
+    def attach_replica(self, snapshot: Snapshot) -> None:
+        """Enable replicated mode; ``snapshot()`` gives the head's current full state."""
+        self._snapshot = snapshot
+        self.invalidate_replicas()
+
+    def invalidate_replicas(self) -> None:  # noqa: B027 - a no-op without replicas
+        """Forget what the workers hold: each gets a full sync before its next task."""
+
+    def update_replicas(self, update: Any, generation: int, checksum: int) -> GenerationStats:
+        """Send ``update`` to every replica; resync each whose checksum is not ``checksum``."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep replicas")
+
+    def _sync_message(self) -> bytes:
+        if self._snapshot is None:
+            raise RuntimeError("replicated mode needs attach_replica() first")
+        return encode(("sync", self._snapshot()))
+
+    def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release workers and shared memory."""
 
     def __enter__(self) -> Evaluator:
@@ -67,38 +115,72 @@ class InlineEvaluator(Evaluator):
         if noise is None and noise_spec is not None:
             noise = NoiseTable.create(noise_spec)
         self.runner = TaskRunner(env_name, policy_spec, noise)
+        self._replica_generation: int | None = None
+
+    def _send(self, payload: bytes, stats: GenerationStats) -> bytes | None:
+        stats.bytes_to_workers += len(payload)
+        reply = self.runner.handle(payload)
+        if reply is not None:
+            stats.bytes_from_workers += len(reply)
+        return reply
 
     def evaluate(
-        self, broadcast: Broadcast, tasks: list[EvalTask]
+        self, target: Target, tasks: list[EvalTask]
     ) -> tuple[list[EvalResult], GenerationStats]:
         stats = GenerationStats()
-        payload = encode(("broadcast", broadcast))
-        stats.bytes_to_workers += len(payload)
-        self.runner.set_broadcast(decode(payload)[1])
-        payload = encode(("tasks", tasks))
-        stats.bytes_to_workers += len(payload)
-        results = [self.runner.run(task) for task in decode(payload)[1]]
-        payload = encode(results)
-        stats.bytes_from_workers += len(payload)
-        results = decode(payload)
+        if isinstance(target, ReplicaRef) and self._replica_generation != target.generation:
+            self._send(self._sync_message(), stats)
+            self._replica_generation = target.generation
+            stats.extras["replica_syncs"] = 1
+        self._send(_target_message(target), stats)
+        reply = self._send(encode(("tasks", (0, tasks))), stats)
+        assert reply is not None
+        _, _, results = decode(reply)
         stats.worker_seconds = sum(result.duration_s for result in results)
         return sorted(results, key=lambda r: r.task_id), stats
 
+    def invalidate_replicas(self) -> None:
+        self._replica_generation = None
 
-class _PoolWorker:
-    def __init__(self, process: Any, conn: Connection, worker_id: int) -> None:
-        self.process = process
-        self.conn = conn
+    def update_replicas(self, update: Any, generation: int, checksum: int) -> GenerationStats:
+        stats = GenerationStats()
+        if self._replica_generation is None:
+            return stats
+        reply = self._send(encode(("update", update)), stats)
+        assert reply is not None
+        _, got_generation, got = decode(reply)
+        if (got_generation, got) != (generation, checksum):
+            log.warning(
+                "inline replica diverged at generation %d (checksum %08x, head %08x): resynced",
+                generation,
+                got,
+                checksum,
+            )
+            self._send(self._sync_message(), stats)
+            stats.resyncs += 1
+        self._replica_generation = generation
+        return stats
+
+
+class PoolWorker:
+    """The head's view of one worker: what it holds and what it owes."""
+
+    def __init__(self, worker_id: int) -> None:
         self.worker_id = worker_id
-        self.outstanding: list[EvalTask] | None = None
+        #: ``(tag, tasks)`` of the chunk this worker is running, or None when idle
+        self.outstanding: tuple[Any, list[EvalTask]] | None = None
+        #: generation of this worker's replica; None when it holds none (or a stale one)
+        self.replica_generation: int | None = None
 
 
-class ProcessEvaluator(Evaluator):
-    """A pool of ``num_workers`` processes; the noise table lives once in shared memory.
+class PoolEvaluator(Evaluator):
+    """Scheduling shared by the process and Ray backends.
 
-    Tasks are handed out in small chunks as workers free up, so a slow episode
-    does not idle the others. A worker that dies mid-generation is replaced and
-    only its outstanding chunk is re-run; a result from an older generation is dropped.
+    Tasks are handed out in chunks as workers free up, so a slow episode does not
+    idle the others. A worker that dies mid-generation is replaced and only its
+    outstanding chunk is re-run; a reply for an older request or an older
+    generation is dropped. Subclasses supply the transport: start, post a message,
+    send a request, wait for replies, stop.
     """
 
     def __init__(
@@ -117,12 +199,227 @@ class ProcessEvaluator(Evaluator):
         self.chunks_per_worker = chunks_per_worker
         self.max_restarts = max_restarts
         self.restarts = 0
+        self.workers: list[Any] = []
+        self._requests = 0
+        #: test hook: called once per evaluate, right after the first chunks went out
+        self.after_dispatch: Callable[[PoolEvaluator], None] | None = None
+
+    # -- transport, per backend ---------------------------------------------
+    @abstractmethod
+    def _start(self, worker_id: int) -> PoolWorker:
+        """Start a worker."""
+
+    @abstractmethod
+    def _post(self, worker: Any, payload: bytes) -> bool:
+        """Send a message without a reply; False if the worker is evidently dead."""
+
+    @abstractmethod
+    def _request(self, worker: Any, payload: bytes) -> bool:
+        """Send a message whose reply :meth:`_wait` will deliver; False if dead."""
+
+    @abstractmethod
+    def _wait(self, busy: Sequence[Any]) -> list[tuple[Any, bytes | None]]:
+        """Block until some busy workers reply: ``(worker, reply)``, reply None if it died."""
+
+    @abstractmethod
+    def _stop(self, worker: Any, graceful: bool) -> None:
+        """Stop a worker (politely, or kill it)."""
+
+    def _describe_death(self, worker: Any) -> str:
+        return f"worker {worker.worker_id}"
+
+    # -- worker lifecycle ------------------------------------------------------
+    def _replace(self, worker: Any) -> Any:
+        self.restarts += 1
+        if self.restarts > self.max_restarts:
+            raise WorkerLostError(
+                f"{self.restarts} workers died (more than max_restarts={self.max_restarts}); "
+                f"last: {self._describe_death(worker)}"
+            )
+        log.warning("%s died; starting a replacement", self._describe_death(worker))
+        self._stop(worker, graceful=False)
+        fresh = self._start(worker.worker_id)
+        self.workers[self.workers.index(worker)] = fresh
+        return fresh
+
+    def _prime(
+        self,
+        worker: Any,
+        target: Target,
+        target_payload: bytes,
+        sync: list[bytes],
+        stats: GenerationStats,
+    ) -> Any:
+        """Make ``worker`` ready for this generation's tasks; replace it while it is dead."""
+        while True:
+            payloads = []
+            if isinstance(target, ReplicaRef) and worker.replica_generation != target.generation:
+                if not sync:
+                    sync.append(self._sync_message())
+                payloads.append(sync[0])
+            payloads.append(target_payload)
+            if all(self._post(worker, payload) for payload in payloads):
+                for payload in payloads:
+                    stats.bytes_to_workers += len(payload)
+                if len(payloads) > 1:
+                    stats.extras["replica_syncs"] = stats.extras.get("replica_syncs", 0) + 1
+                if isinstance(target, ReplicaRef):
+                    worker.replica_generation = target.generation
+                return worker
+            worker = self._replace(worker)
+
+    # -- one generation ----------------------------------------------------------
+    def evaluate(
+        self, target: Target, tasks: list[EvalTask]
+    ) -> tuple[list[EvalResult], GenerationStats]:
+        stats = GenerationStats()
+        target_payload = _target_message(target)
+        sync: list[bytes] = []  # the full-state message, built at most once per call
+        chunk = max(1, math.ceil(len(tasks) / (self.num_workers * self.chunks_per_worker)))
+        queue: deque[list[EvalTask]] = deque(
+            tasks[start : start + chunk] for start in range(0, len(tasks), chunk)
+        )
+        results: dict[int, EvalResult] = {}
+        idle: list[Any] = []
+        for worker in list(self.workers):
+            worker.outstanding = None
+            idle.append(self._prime(worker, target, target_payload, sync, stats))
+        idle.reverse()  # pop() hands the first chunk to worker 0
+        hook = self.after_dispatch
+
+        while len(results) < len(tasks):
+            while idle and queue:
+                worker = idle.pop()
+                batch = queue.popleft()
+                self._requests += 1
+                tag = (target.generation, self._requests)
+                payload = encode(("tasks", (tag, batch)))
+                if self._request(worker, payload):
+                    stats.bytes_to_workers += len(payload)
+                    worker.outstanding = (tag, batch)
+                else:
+                    queue.appendleft(batch)
+                    fresh = self._replace(worker)
+                    idle.append(self._prime(fresh, target, target_payload, sync, stats))
+            busy = [w for w in self.workers if w.outstanding is not None]
+            if not busy:
+                missing = len(tasks) - len(results)
+                raise WorkerLostError(f"no live worker holds the {missing} outstanding tasks")
+            if hook is not None:
+                fire, hook = hook, None
+                fire(self)
+            for worker, reply in self._wait(busy):
+                if worker.outstanding is None:
+                    continue
+                if reply is None:
+                    tag, batch = worker.outstanding
+                    queue.appendleft(batch)
+                    stats.retried_tasks += len(batch)
+                    worker.outstanding = None
+                    fresh = self._replace(worker)
+                    idle.append(self._prime(fresh, target, target_payload, sync, stats))
+                    continue
+                stats.bytes_from_workers += len(reply)
+                _, tag, batch_results = decode(reply)
+                if tag != worker.outstanding[0]:
+                    stats.extras["stale_replies"] = stats.extras.get("stale_replies", 0) + 1
+                    continue  # a reply to an older request; the current one is still due
+                worker.outstanding = None
+                idle.append(worker)
+                for result in batch_results:
+                    if result.generation != target.generation:
+                        stats.extras["stale_results"] = stats.extras.get("stale_results", 0) + 1
+                        continue
+                    if result.task_id not in results:
+                        results[result.task_id] = result
+                        stats.worker_seconds += result.duration_s
+        return [results[task.task_id] for task in sorted(tasks, key=lambda t: t.task_id)], stats
+
+    # -- replicated mode -------------------------------------------------------------
+    def invalidate_replicas(self) -> None:
+        for worker in self.workers:
+            worker.replica_generation = None
+
+    def update_replicas(self, update: Any, generation: int, checksum: int) -> GenerationStats:
+        stats = GenerationStats()
+        payload = encode(("update", update))
+        pending: list[Any] = []
+        for worker in list(self.workers):
+            if worker.replica_generation is None:
+                continue  # synced in full before its next task
+            if self._request(worker, payload):
+                stats.bytes_to_workers += len(payload)
+                worker.outstanding = (("update", generation), [])
+                pending.append(worker)
+            else:
+                self._replace(worker)
+        sync: list[bytes] = []
+        while pending:
+            for worker, reply in self._wait(pending):
+                if worker not in pending:
+                    continue
+                pending.remove(worker)
+                worker.outstanding = None
+                if reply is None:
+                    self._replace(worker)  # the fresh one is synced before its next task
+                    continue
+                stats.bytes_from_workers += len(reply)
+                kind, got_generation, got = decode(reply)
+                if kind == "results":  # a stale task reply queued before the update's
+                    pending.append(worker)
+                    worker.outstanding = (("update", generation), [])
+                    continue
+                if (got_generation, got) == (generation, checksum):
+                    worker.replica_generation = generation
+                    continue
+                log.warning(
+                    "worker %d replica diverged at generation %d (checksum %08x at %d, head "
+                    "%08x): resynced",
+                    worker.worker_id,
+                    generation,
+                    got,
+                    got_generation,
+                    checksum,
+                )
+                if not sync:
+                    sync.append(self._sync_message())
+                if self._post(worker, sync[0]):
+                    stats.bytes_to_workers += len(sync[0])
+                    stats.resyncs += 1
+                    worker.replica_generation = generation
+                else:
+                    self._replace(worker)
+        return stats
+
+
+class _ProcessWorker(PoolWorker):
+    def __init__(self, process: Any, conn: Connection, worker_id: int) -> None:
+        super().__init__(worker_id)
+        self.process = process
+        self.conn = conn
+
+
+class ProcessEvaluator(PoolEvaluator):
+    """A pool of ``num_workers`` processes here; the noise table once, in shared memory."""
+
+    def __init__(
+        self,
+        env_name: str,
+        policy_spec: PolicySpec,
+        noise_spec: NoiseSpec | None,
+        num_workers: int,
+        chunks_per_worker: int = 4,
+        max_restarts: int = 8,
+    ):
+        super().__init__(
+            env_name, policy_spec, noise_spec, num_workers, chunks_per_worker, max_restarts
+        )
         self._context = mp.get_context("spawn")
         self.noise = NoiseTable.create(noise_spec, shared=True) if noise_spec else None
         self._spec_dict = policy_spec.to_dict()
         self.workers = [self._start(worker_id) for worker_id in range(num_workers)]
 
-    def _start(self, worker_id: int) -> _PoolWorker:
+    def _start(self, worker_id: int) -> _ProcessWorker:
         head_conn, worker_conn = self._context.Pipe(duplex=True)
         process = self._context.Process(
             target=process_worker_main,
@@ -139,98 +436,63 @@ class ProcessEvaluator(Evaluator):
         )
         process.start()
         worker_conn.close()
-        return _PoolWorker(process, head_conn, worker_id)
+        return _ProcessWorker(process, head_conn, worker_id)
 
     def worker_pids(self) -> list[int]:
         """Operating-system ids of the live workers (fault tests kill these)."""
         return [int(worker.process.pid) for worker in self.workers]
 
-    def _replace(self, worker: _PoolWorker) -> _PoolWorker:
-        self.restarts += 1
-        if self.restarts > self.max_restarts:
-            raise WorkerLostError(
-                f"{self.restarts} worker processes died; last exit code {worker.process.exitcode}"
-            )
-        worker.conn.close()
+    def _describe_death(self, worker: _ProcessWorker) -> str:
         worker.process.join(timeout=1)
-        fresh = self._start(worker.worker_id)
-        self.workers[self.workers.index(worker)] = fresh
-        return fresh
-
-    def evaluate(
-        self, broadcast: Broadcast, tasks: list[EvalTask]
-    ) -> tuple[list[EvalResult], GenerationStats]:
-        stats = GenerationStats()
-        broadcast_payload = encode(("broadcast", broadcast))
-        chunk = max(1, math.ceil(len(tasks) / (self.num_workers * self.chunks_per_worker)))
-        queue: deque[list[EvalTask]] = deque(
-            tasks[start : start + chunk] for start in range(0, len(tasks), chunk)
+        return (
+            f"worker {worker.worker_id} (pid {worker.process.pid}, "
+            f"exit code {worker.process.exitcode})"
         )
-        results: dict[int, EvalResult] = {}
-        idle: list[_PoolWorker] = []
-        for worker in list(self.workers):
-            worker.outstanding = None
-            if not self._send(worker, broadcast_payload, stats):
-                worker = self._replace(worker)
-                self._send(worker, broadcast_payload, stats)
-            idle.append(worker)
 
-        while len(results) < len(tasks):
-            while idle and queue:
-                worker = idle.pop()
-                batch = queue.popleft()
-                if self._send(worker, encode(("tasks", batch)), stats):
-                    worker.outstanding = batch
-                else:
-                    queue.appendleft(batch)
-                    idle.append(self._respawn(worker, broadcast_payload, stats))
-            busy = {w.conn: w for w in self.workers if w.outstanding is not None}
-            sentinels = {w.process.sentinel: w for w in self.workers if w.outstanding is not None}
-            if not busy:
-                raise WorkerLostError("no live worker holds outstanding tasks")
-            for ready in wait([*busy, *sentinels]):
-                worker = busy.get(ready) or sentinels[ready]  # type: ignore[call-overload]
-                if worker.outstanding is None:
-                    continue
-                try:
-                    payload = worker.conn.recv_bytes()
-                except (EOFError, OSError):
-                    queue.appendleft(worker.outstanding)
-                    stats.retried_tasks += len(worker.outstanding)
-                    worker.outstanding = None
-                    idle.append(self._respawn(worker, broadcast_payload, stats))
-                    continue
-                stats.bytes_from_workers += len(payload)
-                worker.outstanding = None
-                idle.append(worker)
-                for result in decode(payload):
-                    if result.generation == broadcast.generation:
-                        results[result.task_id] = result
-                        stats.worker_seconds += result.duration_s
-        return [results[task.task_id] for task in sorted(tasks, key=lambda t: t.task_id)], stats
-
-    def _send(self, worker: _PoolWorker, payload: bytes, stats: GenerationStats) -> bool:
+    def _post(self, worker: _ProcessWorker, payload: bytes) -> bool:
         try:
             worker.conn.send_bytes(payload)
         except (BrokenPipeError, OSError):
             return False
-        stats.bytes_to_workers += len(payload)
         return True
 
-    def _respawn(
-        self, worker: _PoolWorker, broadcast_payload: bytes, stats: GenerationStats
-    ) -> _PoolWorker:
-        fresh = self._replace(worker)
-        if not self._send(fresh, broadcast_payload, stats):
-            raise WorkerLostError(f"replacement worker {fresh.worker_id} died at start")
-        return fresh
+    _request = _post
+
+    def _wait(self, busy: Sequence[_ProcessWorker]) -> list[tuple[Any, bytes | None]]:
+        by_handle: dict[Any, _ProcessWorker] = {}
+        for worker in busy:
+            by_handle[worker.conn] = worker
+            by_handle[worker.process.sentinel] = worker
+        replies: list[tuple[Any, bytes | None]] = []
+        seen: set[int] = set()
+        for ready in wait(list(by_handle)):
+            worker = by_handle[ready]
+            if id(worker) in seen:
+                continue
+            seen.add(id(worker))
+            try:
+                # A reply written before the worker died is still in the pipe: read it.
+                if ready is worker.conn or worker.conn.poll():
+                    replies.append((worker, worker.conn.recv_bytes()))
+                    continue
+            except (EOFError, OSError):
+                pass
+            replies.append((worker, None))
+        return replies
+
+    def _stop(self, worker: _ProcessWorker, graceful: bool) -> None:
+        if graceful:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                worker.conn.send_bytes(CLOSE)
+        else:
+            if worker.process.is_alive():
+                worker.process.kill()
+            worker.process.join(timeout=5)
+            worker.conn.close()
 
     def close(self) -> None:
         for worker in self.workers:
-            try:
-                worker.conn.send_bytes(encode(("close", None)))
-            except (BrokenPipeError, OSError):
-                pass
+            self._stop(worker, graceful=True)
         deadline = time.monotonic() + 5
         for worker in self.workers:
             worker.process.join(timeout=max(0.0, deadline - time.monotonic()))

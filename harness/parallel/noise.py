@@ -41,11 +41,11 @@ def _attach_untracked(name: str) -> shared_memory.SharedMemory:
     # Before 3.13 every attach registers with the resource tracker, which then
     # unlinks the block when this process exits, under the creator's feet.
     original = resource_tracker.register
-    resource_tracker.register = lambda *args, **kwargs: None  # type: ignore[assignment]
+    resource_tracker.register = lambda *args, **kwargs: None
     try:
         return shared_memory.SharedMemory(name=name, create=False)
     finally:
-        resource_tracker.register = original  # type: ignore[assignment]
+        resource_tracker.register = original
 
 
 class NoiseTable:

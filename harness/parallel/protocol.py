@@ -10,6 +10,7 @@ depends on which worker produced it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -23,6 +24,40 @@ class Broadcast:
     sigma: float
     obs_mean: np.ndarray | None
     obs_std: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class ReplicaRef:
+    """Replicated mode: evaluate against the worker's own replica, which must be at ``generation``.
+
+    This is all that crosses the wire in place of a :class:`Broadcast`: no centre, no obs stats.
+    """
+
+    generation: int
+
+
+@runtime_checkable
+class Replica(Protocol):
+    """A worker-side copy of an optimizer's state (replicated mode, Algorithm 2 of the paper).
+
+    The algorithm ships one, pickled, as a full sync; afterwards only its small per-generation
+    updates travel, and every replica applies them with the head's own code. The evaluation
+    layer never imports an algorithm: it only calls these methods.
+    """
+
+    generation: int
+
+    def bind(self, noise: Any) -> None:
+        """Attach the worker's noise table (a :class:`~harness.parallel.noise.NoiseTable`)."""
+
+    def apply(self, update: Any) -> None:
+        """Apply one generation's update; afterwards ``generation`` is the update's generation."""
+
+    def broadcast(self) -> Broadcast:
+        """What tasks are evaluated against: this replica's centre and obs normalisation."""
+
+    def checksum(self) -> int:
+        """A checksum of the state (the centre and optimizer moments) that the head compares."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +108,16 @@ class EvalResult:
 
 @dataclass
 class GenerationStats:
-    """Measured cost of one ``Evaluator.evaluate`` call."""
+    """Measured cost of one ``Evaluator.evaluate`` (or ``update_replicas``) call.
+
+    ``retried_tasks``: tasks re-run because their worker died; ``resyncs``: replicas
+    whose checksum differed from the head's and were sent the full state again;
+    ``extras``: counts such as ``replica_syncs`` and ``stale_replies``.
+    """
 
     bytes_to_workers: int = 0
     bytes_from_workers: int = 0
     worker_seconds: float = 0.0
     retried_tasks: int = 0
+    resyncs: int = 0
     extras: dict[str, float] = field(default_factory=dict)

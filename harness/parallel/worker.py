@@ -1,7 +1,20 @@
 """The evaluation side: turn tasks into results. Shared by every backend.
 
 A ``TaskRunner`` holds one env, one policy and a view of the noise table,
-built once per worker process and reused for every task.
+built once per worker process and reused for every task. Every backend talks to
+it through :meth:`TaskRunner.handle`, with messages serialised by :func:`encode`,
+so the byte counters add up exactly what is shipped. The messages, ``(kind, body)``:
+
+=============  =======================================  ===================================
+kind           body                                     reply
+=============  =======================================  ===================================
+``broadcast``  :class:`Broadcast` (centre, obs stats)   none
+``sync``       a :class:`Replica` (the full state)      none
+``replica``    :class:`ReplicaRef` (a generation id)    none
+``tasks``      ``(tag, [EvalTask, ...])``               ``("results", tag, [EvalResult])``
+``update``     the algorithm's replica update           ``("checksum", generation, crc)``
+``close``      ``None``                                 none; the worker exits
+=============  =======================================  ===================================
 """
 
 from __future__ import annotations
@@ -17,7 +30,7 @@ import numpy as np
 from envs.policies import PolicySpec
 from envs.rollout import RolloutWorker
 from harness.parallel.noise import NoiseSpec, NoiseTable
-from harness.parallel.protocol import Broadcast, EvalResult, EvalTask
+from harness.parallel.protocol import Broadcast, EvalResult, EvalTask, Replica, ReplicaRef
 
 
 def encode(message: Any) -> bytes:
@@ -28,6 +41,14 @@ def encode(message: Any) -> bytes:
 def decode(payload: bytes) -> Any:
     """Inverse of :func:`encode`."""
     return pickle.loads(payload)
+
+
+CLOSE = encode(("close", None))
+
+
+def is_close(payload: bytes) -> bool:
+    """Whether ``payload`` is the close message."""
+    return payload == CLOSE
 
 
 class TaskRunner:
@@ -47,10 +68,56 @@ class TaskRunner:
         self.worker_id = worker_id
         self.fail_on_error = fail_on_error
         self.broadcast: Broadcast | None = None
+        self.replica: Replica | None = None
 
     def set_broadcast(self, broadcast: Broadcast) -> None:
         """Adopt the generation's centre and observation normalisation."""
         self.broadcast = broadcast
+
+    def sync(self, replica: Replica) -> None:
+        """Replicated mode: adopt a full copy of the head's state."""
+        replica.bind(self.noise)
+        self.replica = replica
+
+    def use_replica(self, ref: ReplicaRef) -> None:
+        """Replicated mode: evaluate the next tasks against this worker's replica."""
+        if self.replica is None:
+            raise RuntimeError(
+                f"worker {self.worker_id}: generation {ref.generation} "
+                "asked for a replica before any sync"
+            )
+        if self.replica.generation != ref.generation:
+            raise RuntimeError(
+                f"worker {self.worker_id}: replica is at generation "
+                f"{self.replica.generation}, head asked for {ref.generation}"
+            )
+        self.broadcast = self.replica.broadcast()
+
+    def apply_update(self, update: Any) -> tuple[int, int]:
+        """Replicated mode: apply the head's update; return (generation, checksum)."""
+        if self.replica is None:
+            raise RuntimeError(f"worker {self.worker_id}: an update arrived before any sync")
+        self.replica.apply(update)
+        self.broadcast = None
+        return self.replica.generation, self.replica.checksum()
+
+    def handle(self, payload: bytes) -> bytes | None:
+        """Serve one encoded message; return the encoded reply, if the message has one."""
+        kind, body = decode(payload)
+        if kind == "broadcast":
+            self.set_broadcast(body)
+        elif kind == "sync":
+            self.sync(body)
+        elif kind == "replica":
+            self.use_replica(body)
+        elif kind == "tasks":
+            tag, tasks = body
+            return encode(("results", tag, [self.run(task) for task in tasks]))
+        elif kind == "update":
+            return encode(("checksum", *self.apply_update(body)))
+        elif kind != "close":
+            raise ValueError(f"unknown message kind {kind!r}")
+        return None
 
     def run(self, task: EvalTask) -> EvalResult:
         """Evaluate one task; an exception inside the env becomes a failed result."""
@@ -78,8 +145,13 @@ class TaskRunner:
             )
             empty = np.zeros(0)
             return EvalResult(
-                task.task_id, broadcast.generation, empty, empty.astype(np.int64), 0,
-                worker_id=self.worker_id, duration_s=time.perf_counter() - start,
+                task.task_id,
+                broadcast.generation,
+                empty,
+                empty.astype(np.int64),
+                0,
+                worker_id=self.worker_id,
+                duration_s=time.perf_counter() - start,
                 failed=message,
             )
         return EvalResult(
@@ -117,15 +189,14 @@ def process_worker_main(
     try:
         while True:
             try:
-                kind, body = decode(conn.recv_bytes())
+                payload = conn.recv_bytes()
             except (EOFError, OSError):
                 return
-            if kind == "close":
+            reply = runner.handle(payload)
+            if reply is not None:
+                conn.send_bytes(reply)
+            elif is_close(payload):
                 return
-            if kind == "broadcast":
-                runner.set_broadcast(body)
-            elif kind == "tasks":
-                conn.send_bytes(encode([runner.run(task) for task in body]))
     finally:
         if noise is not None:
             noise.close()
