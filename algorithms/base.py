@@ -83,12 +83,17 @@ class Algorithm(ABC):
         """Restore what :meth:`state_dict` captured."""
         raise NotImplementedError(f"{self.name} cannot be checkpointed")
 
+    #: Whether ``sync=seeds`` (replicated optimizer state on every worker) is supported.
+    supports_replicated: ClassVar[bool] = False
+
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:
         """Refuse, with a ValueError naming the value, a completed run config this cannot run.
 
         Called before any run directory exists, so bad input leaves nothing behind.
         """
+        if config.get("sync") == "seeds" and not cls.supports_replicated:
+            raise ValueError(f"{cls.name} has no replicated mode: sync=seeds is for optimes")
 
     def population_record(self) -> dict[str, Any] | None:
         """The last generation's candidates and fitness for the population log, if any.

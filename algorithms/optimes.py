@@ -286,6 +286,7 @@ class OptimES(Algorithm):
     """OpenAI-ES with a shared noise table, mirrored sampling, centred ranks and Adam."""
 
     family = "es"
+    supports_replicated = True
     summary = "OpenAI-ES (Salimans et al. 2017): noise table, mirrored pairs, ranks, Adam"
     Config = OptimESConfig
     config: OptimESConfig

@@ -241,6 +241,7 @@ class SB3Algorithm(Algorithm):
 
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:
+        super().check_config(config)
         if config["policy"].get("kind") == "lstm":
             raise ValueError(
                 f"{cls.name} needs a feed-forward policy, got policy.kind=lstm (an LSTM needs "

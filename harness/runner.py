@@ -45,6 +45,7 @@ from harness.checkpoint import (
     write_checkpoint_payload,
 )
 from harness.config import validate_params
+from harness.parallel.backends import WorkerLostError
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 
 COMMON_METRICS = (
@@ -361,7 +362,8 @@ class Trainer:
                 self._update_bar(bar, record)
                 if p.step == self._interrupt_at:
                     os.kill(os.getpid(), signal.SIGINT)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, WorkerLostError):
+            # Both leave a resumable run: the last complete step becomes the checkpoint.
             self._on_interrupt()
             raise
         finally:

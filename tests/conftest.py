@@ -40,7 +40,7 @@ def only_run_dir(runs_dir: Path) -> Path:
 
 
 TIMING_METRICS = {"wall_time_s", "evaluate_s", "update_s", "worker_seconds",
-                  "bytes_to_workers", "bytes_from_workers"}
+                  "bytes_to_workers", "bytes_from_workers", "sync_s"}
 
 
 def deterministic_metrics(metrics: dict[str, Any]) -> dict[str, list[float]]:
