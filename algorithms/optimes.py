@@ -69,8 +69,14 @@ def centered_ranks(fitness: np.ndarray) -> np.ndarray:
 class Adam:
     """Adam (Kingma and Ba 2015) as in ``es_distributed/optimizers.py``; minimises."""
 
-    def __init__(self, dim: int, stepsize: float, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8) -> None:
+    def __init__(
+        self,
+        dim: int,
+        stepsize: float,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+    ) -> None:
         self.stepsize, self.beta1, self.beta2, self.epsilon = stepsize, beta1, beta2, epsilon
         self.m: np.ndarray = np.zeros(dim, dtype=np.float32)
         self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
@@ -291,8 +297,9 @@ class OptimES(Algorithm):
     Config = OptimESConfig
     config: OptimESConfig
 
-    def __init__(self, context: RunContext, config: OptimESConfig,
-                 evaluator: Evaluator | None = None) -> None:
+    def __init__(
+        self, context: RunContext, config: OptimESConfig, evaluator: Evaluator | None = None
+    ) -> None:
         super().__init__(context, config)
         config.validate()
         if context.sync not in SYNC_MODES:
@@ -302,16 +309,27 @@ class OptimES(Algorithm):
         noise_seed = context.seed if config.noise_seed < 0 else config.noise_seed
         self.noise_spec = NoiseSpec(config.noise_size, noise_seed)
         self.evaluator = evaluator or make_evaluator(
-            context.backend, context.env_name, context.policy_spec, self.noise_spec,
-            context.workers, context.ray_address,
+            context.backend,
+            context.env_name,
+            context.policy_spec,
+            self.noise_spec,
+            context.workers,
+            context.ray_address,
         )
         # The head reconstructs perturbations from its own copy of the table.
         self.noise = NoiseTable.create(self.noise_spec)
         centre = self.policy.init_params(stream_rng(context.seed, STREAM_INIT))
         self.es = OpenAIES(
-            centre, self.noise, config.population, config.sigma, config.learning_rate,
+            centre,
+            self.noise,
+            config.population,
+            config.sigma,
+            config.learning_rate,
             config.optimizer,  # type: ignore[arg-type]
-            config.l2_coeff, config.momentum, config.beta1, config.beta2,
+            config.l2_coeff,
+            config.momentum,
+            config.beta1,
+            config.beta2,
         )
         obs_dim = context.policy_spec.obs_dim
         self.obs_stat = RunningStat((obs_dim,))
@@ -414,7 +432,9 @@ class OptimES(Algorithm):
         return StepRecord(
             timesteps=int(sum(r.steps for r in results)),
             episodes=int(sum(len(r.lengths) for r in results)),
-            fitness_mean=mean, fitness_max=best, fitness_min=worst,
+            fitness_mean=mean,
+            fitness_max=best,
+            fitness_min=worst,
             bytes_to_workers=stats.bytes_to_workers,
             bytes_from_workers=stats.bytes_from_workers,
             worker_seconds=stats.worker_seconds,
@@ -440,8 +460,10 @@ class OptimES(Algorithm):
 
     # -- evaluation, state ------------------------------------------------
     def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
-        tasks = [EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
-                 for i, s in enumerate(env_seeds)]
+        tasks = [
+            EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
+            for i, s in enumerate(env_seeds)
+        ]
         target = ReplicaRef(self.generation) if self.replicated else self._broadcast()
         results, _ = self.evaluator.evaluate(target, tasks)
         fitness, _ = fitness_of(results, fail_on_env_error=True)

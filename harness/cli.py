@@ -79,35 +79,59 @@ def _knob_help() -> str:
         cls = get_algorithm(name)
         lines.append(f"  {name} hyperparameters:")
         for field in dataclasses.fields(cls.Config):
-            lines.append(f"    {field.name} (default {field.default!r}): "
-                         f"{field.metadata.get('doc', '')}")
+            lines.append(
+                f"    {field.name} (default {field.default!r}): {field.metadata.get('doc', '')}"
+            )
     return "\n".join(lines)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by ``run`` (and reused by sweeps and checks)."""
     parser.add_argument("--algo", default="optimes", help="algorithm name (see `harness list`)")
-    parser.add_argument("--env", default="LunarLanderContinuous",
-                        help="env short name or any gymnasium id")
-    parser.add_argument("--episodes", type=_positive_int("episodes"), default=1,
-                        help="episodes per fitness evaluation")
-    parser.add_argument("--workers", type=_positive_int("workers"), default=os.cpu_count() or 1,
-                        help="parallel evaluation workers (RL: parallel envs); default: CPUs")
+    parser.add_argument(
+        "--env", default="LunarLanderContinuous", help="env short name or any gymnasium id"
+    )
+    parser.add_argument(
+        "--episodes",
+        type=_positive_int("episodes"),
+        default=1,
+        help="episodes per fitness evaluation",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int("workers"),
+        default=os.cpu_count() or 1,
+        help="parallel evaluation workers (RL: parallel envs); default: CPUs",
+    )
     parser.add_argument("--seed", type=int, default=0, help="run seed")
     budget = parser.add_argument_group("budget (whichever comes first; none: the env default)")
     budget.add_argument("--timesteps", type=_positive_int("timesteps"), help="training env steps")
-    budget.add_argument("--generations", type=_positive_int("generations"),
-                        help="generations (RL: rollout/update chunks)")
-    budget.add_argument("--time-limit", type=_positive_float("time limit"),
-                        help="training wall-clock seconds")
-    budget.add_argument("--target-return", type=_float,
-                        help="stop once an evaluation's mean return reaches this")
+    budget.add_argument(
+        "--generations",
+        type=_positive_int("generations"),
+        help="generations (RL: rollout/update chunks)",
+    )
+    budget.add_argument(
+        "--time-limit", type=_positive_float("time limit"), help="training wall-clock seconds"
+    )
+    budget.add_argument(
+        "--target-return", type=_float, help="stop once an evaluation's mean return reaches this"
+    )
     parser.add_argument("--backend", default="process", help="inline, process or ray")
-    parser.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
-                        help="Ray cluster address (default: RAY_ADDRESS or a local instance)")
+    parser.add_argument(
+        "--ray-address",
+        default=os.environ.get("RAY_ADDRESS"),
+        help="Ray cluster address (default: RAY_ADDRESS or a local instance)",
+    )
     parser.add_argument("--runs-dir", default="runs", help="Sacred FileStorage directory")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a knob (see the list below)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a knob (see the list below)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -115,11 +139,19 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     from algorithms.registry import UnknownAlgorithmError, get_algorithm
 
     config: dict[str, Any] = {
-        "algo": args.algo, "env": args.env, "seed": args.seed, "episodes": args.episodes,
-        "workers": args.workers, "backend": args.backend, "ray_address": args.ray_address,
-        "timesteps": args.timesteps, "generations": args.generations,
-        "time_limit": args.time_limit, "target_return": args.target_return,
-        "policy": {}, "params": {},
+        "algo": args.algo,
+        "env": args.env,
+        "seed": args.seed,
+        "episodes": args.episodes,
+        "workers": args.workers,
+        "backend": args.backend,
+        "ray_address": args.ray_address,
+        "timesteps": args.timesteps,
+        "generations": args.generations,
+        "time_limit": args.time_limit,
+        "target_return": args.target_return,
+        "policy": {},
+        "params": {},
     }
     try:
         algo_cls = get_algorithm(args.algo)
@@ -165,8 +197,10 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
         except OSError:
             target = ""
         if not target:
-            raise UsageError("ray address 'auto': no running Ray cluster on this machine "
-                             "(start one with `ray start --head`)")
+            raise UsageError(
+                "ray address 'auto': no running Ray cluster on this machine "
+                "(start one with `ray start --head`)"
+            )
     scheme, sep, rest = target.partition("://")
     if not sep:
         scheme, rest = "", target
@@ -225,9 +259,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"run {run._id} {run.status}: {run_dir}")
     if result:
         final = result.get("final_eval_return")
-        print(f"  {result['timesteps']} timesteps, {result['wall_time_s']:.1f}s, "
-              f"final eval return {final if final is None else round(final, 2)} "
-              f"({result['stop_reason']})")
+        print(
+            f"  {result['timesteps']} timesteps, {result['wall_time_s']:.1f}s, "
+            f"final eval return {final if final is None else round(final, 2)} "
+            f"({result['stop_reason']})"
+        )
     return 0
 
 
@@ -258,8 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="harness", description="Compare evolution strategies with RL, with evidence."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="train one algorithm on one env (a Sacred run)",
-                         epilog=_knob_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    run = sub.add_parser(
+        "run",
+        help="train one algorithm on one env (a Sacred run)",
+        epilog=_knob_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_run_arguments(run)
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     sub.add_parser("list", help="algorithms, environments, policies")
@@ -270,8 +310,12 @@ def build_parser() -> argparse.ArgumentParser:
             if error.name != module_name:
                 raise
             continue
-        command_parser = sub.add_parser(command, help=help_text, description=help_text,
-                                        formatter_class=argparse.RawDescriptionHelpFormatter)
+        command_parser = sub.add_parser(
+            command,
+            help=help_text,
+            description=help_text,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.add_arguments(command_parser)
         command_parser.set_defaults(handler=module.run)
     return parser

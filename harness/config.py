@@ -286,8 +286,9 @@ def complete_config(config: dict[str, Any]) -> dict[str, Any]:
             config[key] = defaults["budget"].get(key)
         config.setdefault(key, None)
         if config[key] is not None:
-            config[key] = coerce(key, config[key], int if key in ("timesteps", "generations")
-                                 else float)
+            config[key] = coerce(
+                key, config[key], int if key in ("timesteps", "generations") else float
+            )
 
     given_policy = {k: v for k, v in (config.get("policy") or {}).items() if v is not None}
     policy = {**defaults["policy"], **given_policy}

@@ -35,7 +35,6 @@ SETTINGS.CONFIG.READ_ONLY_CONFIG = False
 SETTINGS.DISCOVER_SOURCES = "none"
 
 
-
 @host_info_gatherer("cpu_count")
 def _cpu_count() -> int:
     """CPUs this run may use; reports name the machine with it."""

@@ -19,18 +19,28 @@ def harness_cli(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m harness.cli ARGS`` as a real subprocess."""
     env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1"}
-    completed = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
-                               text=True, timeout=timeout, cwd=ROOT, env=env)
+    completed = subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
     if check and completed.returncode != 0:
-        raise AssertionError(f"harness {' '.join(args)} exited {completed.returncode}:\n"
-                             f"{completed.stdout}\n{completed.stderr}")
+        raise AssertionError(
+            f"harness {' '.join(args)} exited {completed.returncode}:\n"
+            f"{completed.stdout}\n{completed.stderr}"
+        )
     return completed
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:
     """config, run and metrics of one Sacred FileStorage run directory."""
-    return {name: json.loads((run_dir / f"{name}.json").read_text())
-            for name in ("config", "run", "metrics")}
+    return {
+        name: json.loads((run_dir / f"{name}.json").read_text())
+        for name in ("config", "run", "metrics")
+    }
 
 
 def only_run_dir(runs_dir: Path) -> Path:
@@ -39,14 +49,22 @@ def only_run_dir(runs_dir: Path) -> Path:
     return dirs[0]
 
 
-TIMING_METRICS = {"wall_time_s", "evaluate_s", "update_s", "worker_seconds",
-                  "bytes_to_workers", "bytes_from_workers", "sync_s"}
+TIMING_METRICS = {
+    "wall_time_s",
+    "evaluate_s",
+    "update_s",
+    "worker_seconds",
+    "bytes_to_workers",
+    "bytes_from_workers",
+    "sync_s",
+}
 
 
 def deterministic_metrics(metrics: dict[str, Any]) -> dict[str, list[float]]:
     """Metric values that must not depend on timing, backend or worker count."""
-    return {name: series["values"] for name, series in metrics.items()
-            if name not in TIMING_METRICS}
+    return {
+        name: series["values"] for name, series in metrics.items() if name not in TIMING_METRICS
+    }
 
 
 @pytest.fixture

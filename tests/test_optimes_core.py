@@ -24,8 +24,15 @@ def test_centered_ranks_break_ties_by_position_and_handle_minus_infinity() -> No
 
 def test_sgd_update_equals_hand_computed_step() -> None:
     table = NoiseTable(NoiseSpec(6, 0), np.arange(6, dtype=np.float32), None, owner=True)
-    es = OpenAIES(np.zeros(2, np.float32), table, population=4, sigma=0.1, learning_rate=1.0,
-                  optimizer="sgd", momentum=0.0)
+    es = OpenAIES(
+        np.zeros(2, np.float32),
+        table,
+        population=4,
+        sigma=0.1,
+        learning_rate=1.0,
+        optimizer="sgd",
+        momentum=0.0,
+    )
     candidates = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]
     es.tell(candidates, np.array([4.0, 1.0, 2.0, 3.0]))
     # ranks: [3,0,1,2]/3 - .5 = [.5,-.5,-1/6,1/6]; pair diffs 1 and -1/3
@@ -57,8 +64,7 @@ def test_worker_perturbation_equals_head_reconstruction() -> None:
         broadcast = Broadcast(0, centre, 0.02, None, None)
         index = head.sample_index(np.random.default_rng(2), 50)
         for sign in (+1, -1):
-            task = EvalTask(task_id=0, env_seeds=(1,), max_steps=None, noise_index=index,
-                            sign=sign)
+            task = EvalTask(task_id=0, env_seeds=(1,), max_steps=None, noise_index=index, sign=sign)
             on_worker = task.parameters(broadcast, attached.array)
             on_head = centre + np.float32(sign * 0.02) * head.get(index, 50)
             np.testing.assert_array_equal(on_worker, on_head)
@@ -72,8 +78,13 @@ def test_openai_es_solves_the_seeds_quadratic() -> None:
     solution = np.array([0.5, 0.1, -0.3], dtype=np.float32)
     rng = np.random.default_rng(0)
     table = NoiseTable.create(NoiseSpec(100_000, 0))
-    es = OpenAIES(rng.standard_normal(3).astype(np.float32), table, population=50, sigma=0.1,
-                  learning_rate=0.03)
+    es = OpenAIES(
+        rng.standard_normal(3).astype(np.float32),
+        table,
+        population=50,
+        sigma=0.1,
+        learning_rate=0.03,
+    )
     for _ in range(300):
         candidates = es.ask(rng)
         params = [es.centre + c.sign * es.sigma * table.get(c.noise_index, 3) for c in candidates]

@@ -10,14 +10,33 @@ import numpy as np
 
 from tests.conftest import ROOT, deterministic_metrics, harness_cli, only_run_dir, read_run
 
-COMMON_METRICS = {"timesteps", "episodes", "wall_time_s", "fitness_mean", "fitness_max",
-                  "fitness_min", "eval_return_mean", "eval_return_std", "bytes_to_workers",
-                  "bytes_from_workers"}
+COMMON_METRICS = {
+    "timesteps",
+    "episodes",
+    "wall_time_s",
+    "fitness_mean",
+    "fitness_max",
+    "fitness_min",
+    "eval_return_mean",
+    "eval_return_std",
+    "bytes_to_workers",
+    "bytes_from_workers",
+}
 
 
 def _run(runs_dir: Path, *extra: str, timesteps: int = 15000) -> dict:
-    harness_cli("run", "--algo", "optimes", "--env", "CartPole", "--timesteps", str(timesteps),
-                "--runs-dir", str(runs_dir), *extra)
+    harness_cli(
+        "run",
+        "--algo",
+        "optimes",
+        "--env",
+        "CartPole",
+        "--timesteps",
+        str(timesteps),
+        "--runs-dir",
+        str(runs_dir),
+        *extra,
+    )
     return read_run(only_run_dir(runs_dir))
 
 
@@ -33,8 +52,13 @@ def test_run_writes_a_complete_run_directory(runs_dir: Path) -> None:
     assert set(record["metrics"]) >= COMMON_METRICS
     timesteps = record["metrics"]["timesteps"]["values"]
     assert timesteps == sorted(timesteps) and timesteps[-1] >= 15000
-    for name in ("final_params.npy", "policy_spec.json", "summary.json", "checkpoint.pkl",
-                 "cout.txt"):
+    for name in (
+        "final_params.npy",
+        "policy_spec.json",
+        "summary.json",
+        "checkpoint.pkl",
+        "cout.txt",
+    ):
         assert (run_dir / name).exists(), name
     params = np.load(run_dir / "final_params.npy")
     assert params.dtype == np.float32 and params.size == 4 * 16 + 16 + 16 * 2 + 2
@@ -56,24 +80,51 @@ def test_one_worker_and_two_workers_give_identical_metrics(tmp_path: Path) -> No
 
 
 def test_optimes_solves_cartpole(runs_dir: Path) -> None:
-    record = _run(runs_dir, "--backend", "process", "--workers", "2", "--target-return", "475",
-                  "--set", "eval_every_timesteps=5000", timesteps=200_000)
+    record = _run(
+        runs_dir,
+        "--backend",
+        "process",
+        "--workers",
+        "2",
+        "--target-return",
+        "475",
+        "--set",
+        "eval_every_timesteps=5000",
+        timesteps=200_000,
+    )
     evals = record["metrics"]["eval_return_mean"]["values"]
     assert max(evals) >= 475, evals
 
 
 def test_sacred_command_line_with_named_config(tmp_path: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "harness.experiment", "print_config", "with", "ant",
-         "episodes=5"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+        [sys.executable, "-m", "harness.experiment", "print_config", "with", "ant", "episodes=5"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert completed.returncode == 0, completed.stderr
     assert "AntBulletEnv" in completed.stdout and "episodes = 5" in completed.stdout
     completed = subprocess.run(
-        [sys.executable, "-m", "harness.experiment", "-F", str(tmp_path / "runs"), "with",
-         "lander", "algo=optimes", "generations=1", "eval_episodes=1", "backend=inline",
-         "params.population=4"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "harness.experiment",
+            "-F",
+            str(tmp_path / "runs"),
+            "with",
+            "lander",
+            "algo=optimes",
+            "generations=1",
+            "eval_episodes=1",
+            "backend=inline",
+            "params.population=4",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr
     record = read_run(only_run_dir(tmp_path / "runs"))
