@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.parallel.protocol import EvalResult
+from algorithms.base import StepRecord
+from harness.parallel.protocol import EvalResult, GenerationStats
 
 # Independent streams derived from the run seed: SeedSequence([seed, stream, index]).
 STREAM_INIT = 0
@@ -66,3 +67,24 @@ def fitness_summary(fitness: np.ndarray) -> tuple[float, float, float]:
     if finite.size == 0:
         return float("nan"), float("nan"), float("nan")
     return float(finite.mean()), float(finite.max()), float(finite.min())
+
+
+def generation_record(
+    results: Sequence[EvalResult],
+    fitness: np.ndarray,
+    stats: GenerationStats,
+    extras: dict[str, float],
+) -> StepRecord:
+    """The runner's record of one ES generation: steps, episodes, fitness, measured bytes."""
+    mean, best, worst = fitness_summary(fitness)
+    return StepRecord(
+        timesteps=int(sum(r.steps for r in results)),
+        episodes=int(sum(len(r.lengths) for r in results)),
+        fitness_mean=mean,
+        fitness_max=best,
+        fitness_min=worst,
+        bytes_to_workers=stats.bytes_to_workers,
+        bytes_from_workers=stats.bytes_from_workers,
+        worker_seconds=stats.worker_seconds,
+        extras=extras,
+    )

@@ -40,7 +40,7 @@ from algorithms.es_common import (
     STREAM_GENERATION,
     STREAM_INIT,
     fitness_of,
-    fitness_summary,
+    generation_record,
     stream_rng,
 )
 from algorithms.registry import register
@@ -400,7 +400,6 @@ class OptimES(Algorithm):
             self.episode_cap = cap if limit is None else min(cap, limit)
         self.generation += 1
         self._apply_schedules()
-        mean, best, worst = fitness_summary(fitness)
         extras = {
             "sigma": self.es.sigma,
             "lr": self.es.learning_rate,
@@ -429,17 +428,7 @@ class OptimES(Algorithm):
             stats.bytes_from_workers += synced.bytes_from_workers
             extras["sync_s"] = time.perf_counter() - started
             extras["resyncs"] = float(synced.resyncs)
-        return StepRecord(
-            timesteps=int(sum(r.steps for r in results)),
-            episodes=int(sum(len(r.lengths) for r in results)),
-            fitness_mean=mean,
-            fitness_max=best,
-            fitness_min=worst,
-            bytes_to_workers=stats.bytes_to_workers,
-            bytes_from_workers=stats.bytes_from_workers,
-            worker_seconds=stats.worker_seconds,
-            extras=extras,
-        )
+        return generation_record(results, fitness, stats, extras)
 
     def _update_obs_stat(
         self, results: list[EvalResult]

@@ -44,7 +44,7 @@ from algorithms.es_common import (
     STREAM_GENERATION,
     STREAM_INIT,
     fitness_of,
-    fitness_summary,
+    generation_record,
     stream_rng,
     to_loss,
 )
@@ -228,7 +228,6 @@ class VectorES(Algorithm):
         self.generation += 1
         done = [r.lengths for r in results if r.failed is None]
         lengths = np.concatenate(done) if done else np.zeros(0, dtype=np.int64)
-        mean, best, worst = fitness_summary(fitness)
         extras = {
             "population": float(len(vectors)),
             "param_norm": float(np.linalg.norm(self.current_parameters())),
@@ -239,17 +238,7 @@ class VectorES(Algorithm):
             "retried_tasks": float(stats.retried_tasks),
             **self._extras(),
         }
-        return StepRecord(
-            timesteps=int(sum(r.steps for r in results)),
-            episodes=int(sum(len(r.lengths) for r in results)),
-            fitness_mean=mean,
-            fitness_max=best,
-            fitness_min=worst,
-            bytes_to_workers=stats.bytes_to_workers,
-            bytes_from_workers=stats.bytes_from_workers,
-            worker_seconds=stats.worker_seconds,
-            extras=extras,
-        )
+        return generation_record(results, fitness, stats, extras)
 
     # -- evaluation, state --------------------------------------------------------------
     def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:

@@ -35,25 +35,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
-def _positive_int(name: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
+def positive(kind: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """An argparse type: ``kind(text)`` that must be > 0; errors name the flag and the value."""
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be positive, got {value}")
-        return value
-
-    return parse
-
-
-def _positive_float(name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{name} must be {noun}, got {text!r}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{name} must be positive, got {value}")
         return value
@@ -93,26 +83,26 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--episodes",
-        type=_positive_int("episodes"),
+        type=positive(int, "episodes"),
         default=1,
         help="episodes per fitness evaluation",
     )
     parser.add_argument(
         "--workers",
-        type=_positive_int("workers"),
+        type=positive(int, "workers"),
         default=os.cpu_count() or 1,
         help="parallel evaluation workers (RL: parallel envs); default: CPUs",
     )
     parser.add_argument("--seed", type=int, default=0, help="run seed")
     budget = parser.add_argument_group("budget (whichever comes first; none: the env default)")
-    budget.add_argument("--timesteps", type=_positive_int("timesteps"), help="training env steps")
+    budget.add_argument("--timesteps", type=positive(int, "timesteps"), help="training env steps")
     budget.add_argument(
         "--generations",
-        type=_positive_int("generations"),
+        type=positive(int, "generations"),
         help="generations (RL: rollout/update chunks)",
     )
     budget.add_argument(
-        "--time-limit", type=_positive_float("time limit"), help="training wall-clock seconds"
+        "--time-limit", type=positive(float, "time limit"), help="training wall-clock seconds"
     )
     budget.add_argument(
         "--target-return", type=_float, help="stop once an evaluation's mean return reaches this"

@@ -44,7 +44,7 @@ from typing import Any
 
 from harness.budget import Budget
 from harness.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-from harness.cli import UsageError, check_ray_address
+from harness.cli import UsageError, check_ray_address, positive
 from harness.config import BUDGET_KEYS, ConfigError, complete_config
 
 #: A RUNNING record from another host with a heartbeat younger than this is taken as alive.
@@ -53,28 +53,21 @@ STALE_HEARTBEAT_S = 120.0
 MUTABLE_KEYS = (*BUDGET_KEYS, "ray_address")
 
 
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-
-    return parse
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("\n\n", 1)[1] if __doc__ else None
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, RUNS_DIR/<id>")
     budget = parser.add_argument_group(
         "budget from here on (totals, as for `harness run`; given: replaces the stored one)"
     )
-    budget.add_argument("--timesteps", type=_positive(int), help="training env steps in all")
-    budget.add_argument("--generations", type=_positive(int), help="generations in all")
-    budget.add_argument("--time-limit", type=_positive(float), help="training seconds in all")
+    budget.add_argument(
+        "--timesteps", type=positive(int, "timesteps"), help="training env steps in all"
+    )
+    budget.add_argument(
+        "--generations", type=positive(int, "generations"), help="generations in all"
+    )
+    budget.add_argument(
+        "--time-limit", type=positive(float, "time limit"), help="training seconds in all"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(
         "--force",
