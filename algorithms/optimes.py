@@ -316,8 +316,15 @@ class OptimES(Algorithm):
             context.workers,
             context.ray_address,
         )
-        # The head reconstructs perturbations from its own copy of the table.
-        self.noise = NoiseTable.create(self.noise_spec)
+        # The head reconstructs perturbations from the table; it borrows the evaluator's
+        # copy in this process when there is one rather than drawing 128 MiB again.
+        local = self.evaluator.noise
+        self._owns_noise = local is None or local.spec != self.noise_spec
+        self.noise: NoiseTable = (
+            local
+            if local is not None and not self._owns_noise
+            else NoiseTable.create(self.noise_spec)
+        )
         centre = self.policy.init_params(stream_rng(context.seed, STREAM_INIT))
         self.es = OpenAIES(
             centre,
@@ -490,4 +497,5 @@ class OptimES(Algorithm):
 
     def close(self) -> None:
         self.evaluator.close()
-        self.noise.close()
+        if self._owns_noise:
+            self.noise.close()

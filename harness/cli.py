@@ -244,9 +244,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise
         print(f"harness: {message}", file=sys.stderr)
         return 1
-    run_dir = runs_dir / str(run._id)
+    print_outcome(run, runs_dir / str(run._id))
+    return 0
+
+
+def print_outcome(run: Any, run_dir: Path) -> None:
+    """One line for the finished Sacred run, one for its result."""
     result = run.result or {}
-    print(f"run {run._id} {run.status}: {run_dir}")
+    print(f"run {run_dir.name} {run.status}: {run_dir}")
     if result:
         final = result.get("final_eval_return")
         print(
@@ -254,7 +259,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"final eval return {final if final is None else round(final, 2)} "
             f"({result['stop_reason']})"
         )
-    return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:

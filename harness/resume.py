@@ -44,7 +44,7 @@ from typing import Any
 
 from harness.budget import Budget
 from harness.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-from harness.cli import UsageError, check_ray_address, positive
+from harness.cli import UsageError, check_ray_address, positive, print_outcome
 from harness.config import BUDGET_KEYS, ConfigError, complete_config
 
 #: A RUNNING record from another host with a heartbeat younger than this is taken as alive.
@@ -255,13 +255,5 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         observer._release()
-    result = sacred_run.result or {}
-    print(f"run {run_dir.name} {sacred_run.status}: {run_dir}")
-    if result:
-        final = result.get("final_eval_return")
-        print(
-            f"  {result['timesteps']} timesteps, {result['wall_time_s']:.1f}s, "
-            f"final eval return {final if final is None else round(final, 2)} "
-            f"({result['stop_reason']})"
-        )
+    print_outcome(sacred_run, run_dir)
     return 0

@@ -48,6 +48,7 @@ from harness.config import validate_params
 from harness.parallel.backends import WorkerLostError
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 
+#: Metric names every algorithm logs (DESIGN.md); reports and checks rely on them.
 COMMON_METRICS = (
     "timesteps",
     "episodes",
@@ -55,10 +56,11 @@ COMMON_METRICS = (
     "fitness_mean",
     "fitness_max",
     "fitness_min",
+    "eval_return_mean",
+    "eval_return_std",
     "bytes_to_workers",
     "bytes_from_workers",
 )
-EVAL_METRICS = ("eval_return_mean", "eval_return_std")
 CHECKPOINT_FORMAT = 1
 
 

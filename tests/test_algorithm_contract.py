@@ -15,20 +15,8 @@ import pytest
 
 from algorithms.registry import algorithm_names
 from harness import cli
+from harness.runner import COMMON_METRICS
 from tests.conftest import only_run_dir, read_run
-
-COMMON_METRICS = {
-    "timesteps",
-    "episodes",
-    "wall_time_s",
-    "fitness_mean",
-    "fitness_max",
-    "fitness_min",
-    "eval_return_mean",
-    "eval_return_std",
-    "bytes_to_workers",
-    "bytes_from_workers",
-}
 
 #: Nevergrad optimizers reached through the ``ng:`` prefix, checked like registered names.
 NG_NAMES = ["ng:CMA", "ng:TwoPointsDE"]
@@ -99,7 +87,7 @@ def test_algorithm_completes_with_common_metrics_and_repeats_exactly(
     assert first["run"]["status"] == "COMPLETED"
     assert first["config"]["algo"] == algo
     metrics = first["metrics"]
-    assert set(metrics) >= COMMON_METRICS, COMMON_METRICS - set(metrics)
+    assert set(metrics) >= set(COMMON_METRICS), set(COMMON_METRICS) - set(metrics)
     timesteps = metrics["timesteps"]["values"]
     assert timesteps == sorted(timesteps) and timesteps[-1] >= BUDGET
     assert len(metrics["eval_return_mean"]["values"]) >= 2  # first step and the end

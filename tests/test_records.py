@@ -21,6 +21,7 @@ from harness.records import (
     read_population,
     scan_runs,
 )
+from harness.runner import COMMON_METRICS
 from tests.conftest import harness_cli
 
 TINY = (
@@ -74,18 +75,7 @@ def test_load_runs_gives_tidy_steps_and_one_summary_row_per_run(real_runs: Path)
     assert set(steps["budget_timesteps"]) == {3000}
     assert steps["policy.hidden_sizes"].iloc[0] == "[16]"
     # every common metric is a column; one row per (run, step)
-    for metric in (
-        "timesteps",
-        "episodes",
-        "wall_time_s",
-        "fitness_mean",
-        "fitness_max",
-        "fitness_min",
-        "eval_return_mean",
-        "eval_return_std",
-        "bytes_to_workers",
-        "bytes_from_workers",
-    ):
+    for metric in COMMON_METRICS:
         assert metric in steps.columns, metric
     assert not steps.duplicated(["run", "step"]).any()
     for _, frame in steps.groupby("run"):

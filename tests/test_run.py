@@ -8,20 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.runner import COMMON_METRICS
 from tests.conftest import ROOT, deterministic_metrics, harness_cli, only_run_dir, read_run
-
-COMMON_METRICS = {
-    "timesteps",
-    "episodes",
-    "wall_time_s",
-    "fitness_mean",
-    "fitness_max",
-    "fitness_min",
-    "eval_return_mean",
-    "eval_return_std",
-    "bytes_to_workers",
-    "bytes_from_workers",
-}
 
 
 def _run(runs_dir: Path, *extra: str, timesteps: int = 15000) -> dict:
@@ -49,7 +37,7 @@ def test_run_writes_a_complete_run_directory(runs_dir: Path) -> None:
     # every knob is recorded with a concrete value
     assert config["params"]["population"] == 20 and config["policy"]["kind"] == "mlp"
     assert config["eval_episodes"] == 10 and config["timesteps"] == 15000
-    assert set(record["metrics"]) >= COMMON_METRICS
+    assert set(record["metrics"]) >= set(COMMON_METRICS)
     timesteps = record["metrics"]["timesteps"]["values"]
     assert timesteps == sorted(timesteps) and timesteps[-1] >= 15000
     for name in (

@@ -61,6 +61,9 @@ class Evaluator(ABC):
     """Evaluates a generation's tasks; results come back ordered by task id."""
 
     num_workers: int = 1
+    #: The noise table as held in this process, if the backend keeps one here; the head
+    #: reads perturbations from it instead of drawing a second copy.
+    noise: NoiseTable | None = None
 
     def __init__(self, env_name: str, policy_spec: PolicySpec, noise_spec: NoiseSpec | None):
         self.env_name = env_name
@@ -114,6 +117,7 @@ class InlineEvaluator(Evaluator):
         super().__init__(env_name, policy_spec, noise_spec)
         if noise is None and noise_spec is not None:
             noise = NoiseTable.create(noise_spec)
+        self.noise = noise
         self.runner = TaskRunner(env_name, policy_spec, noise)
         self._replica_generation: int | None = None
 

@@ -236,9 +236,8 @@ class RayEvaluator(PoolEvaluator):
         self.monitor = HeadMonitor(timeout_s=head_timeout_s)
         try:
             if noise_spec is not None:
-                table = NoiseTable.create(noise_spec)
-                self.noise_ref = ray.put(table.array)  # once; nodes fetch it once each
-                del table
+                self.noise = NoiseTable.create(noise_spec)
+                self.noise_ref = ray.put(self.noise.array)  # once; nodes fetch it once each
             self.workers = [self._launch(worker_id) for worker_id in range(num_workers)]
             self._await_ready(self.workers)
         except BaseException:
