@@ -49,6 +49,8 @@ class RunContext:
     fail_on_env_error: bool = True
     #: "broadcast" (the centre travels each generation) or "seeds" (replicas, Algorithm 2)
     sync: str = "broadcast"
+    #: training-reward transform (envs.reward_shaping); evaluation always uses the env's reward
+    reward_transform: str = "none"
 
 
 class Algorithm(ABC):

@@ -3,18 +3,28 @@
 Both run behind the same interface as the evolution strategies:
 
 * environments come from :func:`envs.registry.make_env` (so ``PendulumPO`` is
-  the zeroed-velocity env), ``--workers W`` of them in a ``DummyVecEnv`` (or a
-  ``SubprocVecEnv`` with ``vec_env: subproc``), each wrapped in SB3's
-  ``Monitor``; ``max_episode_steps`` adds a ``TimeLimit``;
-* the network has the policy's hidden sizes and activation:
-  ``net_arch=list(hidden_sizes)`` (separate actor and critic of that shape)
-  and ``activation_fn`` Tanh or ReLU. A ``linear`` policy becomes
+  the zeroed-velocity env): ``n_envs`` of them, a hyperparameter with
+  rl-baselines3-zoo's value per env in ``experiments/defaults.yaml``, never
+  the worker count, so the numbers do not depend on the machine. ``vec_env:
+  auto`` steps them in this process (``DummyVecEnv``) when ``--workers`` is 1
+  and one process per env (``SubprocVecEnv``) when it is more, so RL gets the
+  cores ES gets; both give identical numbers. Each env is wrapped in SB3's
+  ``Monitor``; ``max_episode_steps`` adds a ``TimeLimit``, ``time_feature``
+  sb3-contrib's ``TimeFeatureWrapper`` (as the zoo does for pybullet A2C), and
+  a run's ``reward_transform`` shapes the training reward (evaluation always
+  uses the env's own reward);
+* the network is ``net_arch`` (separate actor and critic of those sizes) with
+  ``activation`` when set, as the zoo's ``policy_kwargs``; otherwise the
+  policy section's hidden sizes and activation. A ``linear`` policy becomes
   ``net_arch=[]``: the action mean is then linear in the observation (for
   LunarLanderContinuous the same 18 weights), but SB3 acts with a Gaussian
   whose mean is clipped to the bounds, not squashed by tanh, and adds a
   critic and a log-std; it is not the ES's 18-parameter policy exactly.
   ``discretize`` applies to ES policies only. LSTM policies need sb3-contrib's
   RecurrentPPO, which is not a dependency: they are refused;
+* ``learning_rate_decay_timesteps > 0`` decays the learning rate linearly to
+  zero over that many timesteps (the zoo's ``lin_X`` over its
+  ``n_timesteps``), counted across the harness's chunked ``learn`` calls;
 * one :meth:`SB3Algorithm.step` is ``updates_per_step`` iterations of
   rollout (``n_steps`` per env) plus update, one
   ``model.learn(..., reset_num_timesteps=False)`` call. Its ``fitness_*``
@@ -63,13 +73,14 @@ from algorithms.base import Algorithm, RunContext, StepRecord, doc
 from algorithms.es_common import SEED_BOUND, fitness_summary, stream_rng
 from algorithms.registry import register
 from envs.registry import make_env
+from envs.reward_shaping import shape_training_reward
 
 #: SeedSequence stream of the env seeds used when training resumes from a checkpoint.
 STREAM_RESUME_ENVS = 100
 
 
 def _validate_common(config: Any) -> None:
-    for name in ("n_steps", "updates_per_step"):
+    for name in ("n_steps", "updates_per_step", "n_envs"):
         value = getattr(config, name)
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
@@ -79,15 +90,27 @@ def _validate_common(config: Any) -> None:
         raise ValueError(f"gamma must be in (0, 1], got {config.gamma}")
     if not 0 <= config.gae_lambda <= 1:
         raise ValueError(f"gae_lambda must be in [0, 1], got {config.gae_lambda}")
-    if config.vec_env not in ("dummy", "subproc"):
-        raise ValueError(f"vec_env must be dummy or subproc, got {config.vec_env!r}")
+    if config.vec_env not in ("auto", "dummy", "subproc"):
+        raise ValueError(f"vec_env must be auto, dummy or subproc, got {config.vec_env!r}")
+    if config.learning_rate_decay_timesteps < 0:
+        raise ValueError(
+            "learning_rate_decay_timesteps must be >= 0, got "
+            f"{config.learning_rate_decay_timesteps}"
+        )
+    if config.activation not in (None, "tanh", "relu"):
+        raise ValueError(f"activation must be tanh, relu or null, got {config.activation!r}")
+    if config.net_arch is not None and (
+        not isinstance(config.net_arch, (list, tuple))
+        or not all(isinstance(n, int) and n > 0 for n in config.net_arch)
+    ):
+        raise ValueError(f"net_arch must be a list of positive sizes, got {config.net_arch!r}")
 
 
 @dataclass(frozen=True)
 class PPOConfig:
     """Hyperparameters of ``ppo`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
 
-    n_steps: int = doc("rollout steps per env per update (a chunk is n_steps x workers)", 2048)
+    n_steps: int = doc("rollout steps per env per update (a chunk is n_steps x n_envs)", 2048)
     batch_size: int = doc("minibatch size of the update", 64)
     n_epochs: int = doc("passes over the rollout per update", 10)
     learning_rate: float = doc("Adam step size (constant)", 3e-4)
@@ -104,7 +127,21 @@ class PPOConfig:
     )
     use_sde: bool = doc("generalised state-dependent exploration (Box actions only)", False)
     updates_per_step: int = doc("rollout/update iterations per harness step (metrics row)", 1)
-    vec_env: str = doc("dummy (envs in this process) or subproc (one process per env)", "dummy")
+    n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
+    net_arch: list[int] | None = doc(
+        "hidden sizes of the separate actor and critic (null: the policy section's)", None
+    )
+    activation: str | None = doc("tanh or relu (null: the policy section's)", None)
+    ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
+    sde_sample_freq: int = doc("gSDE: resample the noise matrix every N steps (-1: per rollout)", -1)
+    learning_rate_decay_timesteps: int = doc(
+        "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
+    )
+    time_feature: bool = doc("append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False)
+    vec_env: str = doc(
+        "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
+        "auto",
+    )
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
@@ -121,7 +158,7 @@ class PPOConfig:
 class A2CConfig:
     """Hyperparameters of ``a2c`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
 
-    n_steps: int = doc("rollout steps per env per update (a chunk is n_steps x workers)", 5)
+    n_steps: int = doc("rollout steps per env per update (a chunk is n_steps x n_envs)", 5)
     learning_rate: float = doc("RMSprop/Adam step size (constant)", 7e-4)
     gamma: float = doc("discount factor", 0.99)
     gae_lambda: float = doc("GAE lambda (1.0: plain n-step returns)", 1.0)
@@ -137,7 +174,21 @@ class A2CConfig:
     )
     use_sde: bool = doc("generalised state-dependent exploration (Box actions only)", False)
     updates_per_step: int = doc("rollout/update iterations per harness step (metrics row)", 100)
-    vec_env: str = doc("dummy (envs in this process) or subproc (one process per env)", "dummy")
+    n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
+    net_arch: list[int] | None = doc(
+        "hidden sizes of the separate actor and critic (null: the policy section's)", None
+    )
+    activation: str | None = doc("tanh or relu (null: the policy section's)", None)
+    ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
+    sde_sample_freq: int = doc("gSDE: resample the noise matrix every N steps (-1: per rollout)", -1)
+    learning_rate_decay_timesteps: int = doc(
+        "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
+    )
+    time_feature: bool = doc("append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False)
+    vec_env: str = doc(
+        "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
+        "auto",
+    )
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
@@ -205,7 +256,14 @@ def _episode_collector() -> Any:
     return EpisodeCollector()
 
 
-def _env_factory(env_name: str, max_episode_steps: int | None) -> Callable[[], Any]:
+def _env_factory(
+    env_name: str,
+    max_episode_steps: int | None,
+    time_feature: bool,
+    reward_transform: str = "none",
+) -> Callable[[], Any]:
+    """A picklable builder of one env as training (``Monitor``) or evaluation sees it."""
+
     def build() -> Any:
         import gymnasium as gym
         from stable_baselines3.common.monitor import Monitor
@@ -213,9 +271,39 @@ def _env_factory(env_name: str, max_episode_steps: int | None) -> Callable[[], A
         env = make_env(env_name)
         if max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
+        if time_feature:
+            from sb3_contrib.common.wrappers import TimeFeatureWrapper
+
+            env = TimeFeatureWrapper(env)
+        env = shape_training_reward(env, reward_transform)
         return Monitor(env)
 
     return build
+
+
+def _sb3_subclass(base: type) -> type:
+    """``base`` whose learning-rate progress runs over the whole run, not one ``learn`` chunk.
+
+    SB3 computes ``progress_remaining`` from the ``total_timesteps`` of the current
+    ``learn`` call; the harness calls ``learn`` once per step, so a zoo ``lin_X`` schedule
+    would restart every chunk. With ``schedule_timesteps`` set, progress is measured
+    against it (the zoo's ``n_timesteps``).
+    """
+
+    class Chunked(base):  # type: ignore[misc, valid-type]
+        schedule_timesteps: int = 0
+
+        def _update_current_progress_remaining(
+            self, num_timesteps: int, total_timesteps: int
+        ) -> None:
+            horizon = self.schedule_timesteps or total_timesteps
+            self._current_progress_remaining = max(0.0, 1.0 - num_timesteps / horizon)
+
+    Chunked.__name__ = Chunked.__qualname__ = f"Chunked{base.__name__}"
+    return Chunked
+
+
+_SB3_CLASSES: dict[str, type] = {}
 
 
 #: SB3 logger keys reported as step extras, and their metric names.
@@ -277,12 +365,20 @@ class SB3Algorithm(Algorithm):
         from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
         factories = [
-            _env_factory(self.context.env_name, self.context.max_episode_steps)
-            for _ in range(self.context.workers)
+            _env_factory(
+                self.context.env_name,
+                self.context.max_episode_steps,
+                self.config.time_feature,
+                self.context.reward_transform,
+            )
+            for _ in range(self.config.n_envs)
         ]
+        kind = self.config.vec_env
+        if kind == "auto":
+            kind = "subproc" if self.context.workers > 1 else "dummy"
         vec_env: Any = (
             SubprocVecEnv(factories)
-            if self.config.vec_env == "subproc" and len(factories) > 1
+            if kind == "subproc" and len(factories) > 1
             else DummyVecEnv(factories)
         )
         if self.config.normalize:
@@ -295,9 +391,15 @@ class SB3Algorithm(Algorithm):
         from torch import nn
 
         spec = self.context.policy_spec
+        if self.config.net_arch is not None:
+            net_arch = list(self.config.net_arch)
+        else:
+            net_arch = list(spec.hidden_sizes) if spec.kind == "mlp" else []
+        activation = self.config.activation or spec.activation
         kwargs: dict[str, Any] = {
-            "net_arch": list(spec.hidden_sizes) if spec.kind == "mlp" else [],
-            "activation_fn": nn.ReLU if spec.activation == "relu" else nn.Tanh,
+            "net_arch": {"pi": net_arch, "vf": list(net_arch)},
+            "activation_fn": nn.ReLU if activation == "relu" else nn.Tanh,
+            "ortho_init": self.config.ortho_init,
         }
         if spec.action_kind == "box":
             kwargs["log_std_init"] = self.config.log_std_init
@@ -305,17 +407,36 @@ class SB3Algorithm(Algorithm):
 
     def _sb3_kwargs(self) -> dict[str, Any]:
         cfg = asdict(self.config)
-        for key in ("updates_per_step", "vec_env", "log_std_init", "normalize"):
+        harness_only = (
+            "updates_per_step",
+            "vec_env",
+            "log_std_init",
+            "normalize",
+            "n_envs",
+            "net_arch",
+            "activation",
+            "ortho_init",
+            "learning_rate_decay_timesteps",
+            "time_feature",
+        )
+        for key in harness_only:
             cfg.pop(key)
+        if self.config.learning_rate_decay_timesteps:
+            from stable_baselines3.common.utils import LinearSchedule
+
+            cfg["learning_rate"] = LinearSchedule(self.config.learning_rate, 0.0, 1.0)
         return cfg
 
     def _sb3_class(self) -> Any:
         import stable_baselines3
 
-        return getattr(stable_baselines3, self.sb3_class_name)
+        if self.sb3_class_name not in _SB3_CLASSES:
+            base = getattr(stable_baselines3, self.sb3_class_name)
+            _SB3_CLASSES[self.sb3_class_name] = _sb3_subclass(base)
+        return _SB3_CLASSES[self.sb3_class_name]
 
     def _build_model(self) -> Any:
-        return self._sb3_class()(
+        model = self._sb3_class()(
             "MlpPolicy",
             self.vec_env,
             policy_kwargs=self._policy_kwargs(),
@@ -324,6 +445,8 @@ class SB3Algorithm(Algorithm):
             verbose=0,
             **self._sb3_kwargs(),
         )
+        model.schedule_timesteps = self.config.learning_rate_decay_timesteps
+        return model
 
     def _quiet_logger(self) -> None:
         from stable_baselines3.common.logger import Logger
@@ -334,7 +457,7 @@ class SB3Algorithm(Algorithm):
     def step(self) -> StepRecord:
         collector = _episode_collector()
         before = int(self.model.num_timesteps)
-        chunk = self.config.n_steps * self.context.workers * self.config.updates_per_step
+        chunk = self.config.n_steps * self.config.n_envs * self.config.updates_per_step
         started = time.perf_counter()
         with self.rngs.active():
             self.model.learn(
@@ -373,7 +496,10 @@ class SB3Algorithm(Algorithm):
     # -- evaluation, parameters, state ------------------------------------------------------
     def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
         if self._eval_env is None:
-            self._eval_env = make_env(self.context.env_name)
+            # The env as training sees it (time feature included) but with its own reward.
+            self._eval_env = _env_factory(
+                self.context.env_name, None, self.config.time_feature
+            )()
         env = self._eval_env
         cap = self.context.max_episode_steps
         returns = np.zeros(len(env_seeds), dtype=np.float64)
@@ -422,13 +548,14 @@ class SB3Algorithm(Algorithm):
                 device="cpu",
                 force_reset=True,
             )
+        self.model.schedule_timesteps = self.config.learning_rate_decay_timesteps
         self._quiet_logger()
         if state.get("normalization") is not None:
             self.vec_env.obs_rms, self.vec_env.ret_rms = copy.deepcopy(state["normalization"])
         self.chunks = int(state["chunks"])
         # The envs' in-flight episodes are lost: restart them from seeds of this point in time.
         rng = stream_rng(self.context.seed, STREAM_RESUME_ENVS, int(state["num_timesteps"]))
-        self.vec_env.seed(int(rng.integers(0, SEED_BOUND - self.context.workers)))
+        self.vec_env.seed(int(rng.integers(0, SEED_BOUND - self.config.n_envs)))
         self.rngs.states = state["rngs"]
 
     def artifacts(self) -> dict[str, Any]:
@@ -449,7 +576,7 @@ class SB3Algorithm(Algorithm):
 class PPO(SB3Algorithm):
     """Proximal Policy Optimization (Schulman et al. 2017), stable-baselines3."""
 
-    summary = "stable-baselines3 PPO; W parallel envs, same env factory, eval seeds and metrics"
+    summary = "stable-baselines3 PPO; n_envs parallel envs, same env factory, eval seeds and metrics"
     sb3_class_name = "PPO"
     Config = PPOConfig
     config: PPOConfig
@@ -461,7 +588,7 @@ class A2C(SB3Algorithm):
 
     summary = (
         "stable-baselines3 A2C, standing in for the seeds' A3C (its synchronous "
-        "variant); W parallel envs"
+        "variant); n_envs parallel envs"
     )
     sb3_class_name = "A2C"
     Config = A2CConfig

@@ -34,6 +34,11 @@ RUN_KEYS: dict[str, tuple[type, str]] = {
         "(0: no log; feeds the report's UMAP map)",
     ),
     "sync": (str, "broadcast (centre sent each generation) or seeds (replicated, Algorithm 2)"),
+    "reward_transform": (
+        str,
+        "training reward: none, shift:C or locomotion:alive=A,costs=C,fall=F "
+        "(envs/reward_shaping.py; evaluation always uses the env's reward)",
+    ),
 }
 POLICY_KEYS: dict[str, tuple[type, str]] = {
     "kind": (str, "linear, mlp or lstm"),
@@ -228,6 +233,16 @@ def check_values(config: dict[str, Any]) -> None:
     positive("max_episode_steps", config.get("max_episode_steps"), allow_none=True)
     if config.get("sync") not in ("broadcast", "seeds"):
         raise ConfigError(f"sync must be broadcast or seeds, got {config.get('sync')!r}")
+    from envs.reward_shaping import RewardTransform, RewardTransformError
+
+    try:
+        transform = RewardTransform.parse(config.get("reward_transform"))
+        if "env" in config:
+            from envs.registry import resolve_env_id
+
+            transform.check_env(resolve_env_id(str(config["env"])))
+    except RewardTransformError as error:
+        raise ConfigError(str(error)) from None
     policy = config.get("policy") or {}
     kinds, activations = typing.get_args(PolicyKind), typing.get_args(Activation)
     if "kind" in policy and policy["kind"] not in kinds:

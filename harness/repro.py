@@ -63,7 +63,7 @@ from harness.config import ConfigError, apply_overrides, complete_config, read_y
 
 #: Left out of every comparison: they measure the machine, not the result.
 VARYING_METRICS = frozenset(
-    {"wall_time_s", "worker_seconds", "retried_tasks", "resyncs", "replica_syncs"}
+    {"wall_time_s", "worker_seconds", "cpu_seconds", "retried_tasks", "resyncs", "replica_syncs"}
 )
 GOLDEN_DIGITS = 6
 CONFIG_KEYS = (

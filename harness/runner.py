@@ -45,6 +45,7 @@ from harness.checkpoint import (
     write_checkpoint_payload,
 )
 from harness.config import validate_params
+from harness.cputime import CpuMeter
 from harness.parallel.backends import WorkerLostError
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 
@@ -77,6 +78,8 @@ class Progress:
     last_eval: float | None = None
     last_eval_step: int = -1
     stop_reason: str | None = None
+    #: CPU-seconds of the head and all its worker processes (see harness.cputime)
+    cpu_seconds: float = 0.0
     #: (eval_index, last_eval, last_eval_step) before the evaluation done only because the
     #: budget ran out; a resume with a larger budget undoes it, as if the run had gone on.
     final_eval: tuple[int, float | None, int] | None = None
@@ -159,6 +162,7 @@ def build_algorithm(config: dict[str, Any]) -> Algorithm:
         sync=config.get("sync", "broadcast"),
         max_episode_steps=config.get("max_episode_steps"),
         fail_on_env_error=bool(config.get("fail_on_env_error", True)),
+        reward_transform=str(config.get("reward_transform") or "none"),
     )
     params = validate_params(config["params"], algo_cls.Config, f"params of {config['algo']}")
     return algo_cls(context, params)
@@ -182,6 +186,9 @@ class Trainer:
             *(config[k] for k in ("timesteps", "generations", "time_limit", "target_return"))
         )
         self.progress = Progress(next_eval_at=0)
+        self._cpu_meter = CpuMeter()
+        self._cpu_offset_s = 0.0  # a resumed run's CPU-seconds before this process
+        self._cpu_sampled_at = 0.0
         with sigint_ignored():
             self.algorithm = build_algorithm(config)
         self._snapshot: tuple[int, bytes] | None = None
@@ -220,6 +227,7 @@ class Trainer:
             "bytes_to_workers": float(record.bytes_to_workers),
             "bytes_from_workers": float(record.bytes_from_workers),
             "worker_seconds": record.worker_seconds,
+            "cpu_seconds": p.cpu_seconds,
             **record.extras,
         }
         for name, value in row.items():
@@ -262,6 +270,7 @@ class Trainer:
     def load_state(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`checkpoint_state`'s output."""
         self.progress = Progress.from_state(state["progress"])
+        self._cpu_offset_s = self.progress.cpu_seconds - self._cpu_meter.seconds()
         self.algorithm.load_state_dict(state["algorithm"])
         if self.population_log is not None and state.get("population_log") is not None:
             self.population_log.load_state_dict(state["population_log"])
@@ -345,6 +354,7 @@ class Trainer:
                 p.timesteps += record.timesteps
                 p.episodes += record.episodes
                 p.wall_time_s = time.perf_counter() - started
+                self._sample_cpu(force=False)
                 self._record(record)
                 if p.timesteps >= p.next_eval_at:
                     self.evaluate()
@@ -372,6 +382,13 @@ class Trainer:
             bar.close()
         self._commit(write=True)
         return self.finish()
+
+    def _sample_cpu(self, force: bool) -> None:
+        """Read the process tree's CPU time (at most once a second: it scans /proc)."""
+        now = time.perf_counter()
+        if force or now - self._cpu_sampled_at >= 1.0:
+            self._cpu_sampled_at = now
+            self.progress.cpu_seconds = self._cpu_offset_s + self._cpu_meter.seconds()
 
     def _log_population(self) -> None:
         population = self.algorithm.population_record()
@@ -418,6 +435,7 @@ class Trainer:
     def finish(self) -> dict[str, Any]:
         """Save final parameters and the policy spec as artifacts; return the summary."""
         p = self.progress
+        self._sample_cpu(force=True)
         summary = {
             "algo": self.config["algo"],
             "env": resolve_env_id(self.config["env"]),
@@ -425,6 +443,7 @@ class Trainer:
             "timesteps": p.timesteps,
             "episodes": p.episodes,
             "wall_time_s": p.wall_time_s,
+            "cpu_seconds": p.cpu_seconds,
             "final_eval_return": p.last_eval,
             "stop_reason": p.stop_reason,
         }

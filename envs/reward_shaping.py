@@ -1,0 +1,145 @@
+"""Training-reward transforms for locomotion: leave the standing-still optimum, never reward a fall.
+
+Locomotion rewards pay an *alive bonus* on every step the body is upright (pybullet's
+Ant/Hopper/Walker/Humanoid: +1, and -1 on the falling step; MuJoCo's Ant-v5: 1,
+Humanoid-v5: 5). Standing still then earns about the bonus times the episode length, a
+local optimum an ES finds first. ARS (Mania et al. 2018, arXiv:1803.07055, Sec. 3) trains
+with the bonus subtracted (``shift``) and evaluates on the true reward. On pybullet's Ant
+that alone is not enough: each step's electricity and joint costs then outweigh its
+progress and the cheapest policy falls at once. ``locomotion`` therefore rebuilds the
+reward from its parts with a penalty for falling::
+
+    r_train = progress + alive * a + costs * c - fall * [terminated]
+
+``shift:C`` subtracts C from every step's reward; ``locomotion:alive=A,costs=C,fall=F``
+keeps a fraction A of the alive bonus and C of the costs and charges F when the episode
+terminates (a fall, not the time limit). Only training sees the transform: the wrapper
+returns the shaped reward and keeps the env's own in ``info["env_reward"]``, and every
+evaluation plays an unwrapped env.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+#: Per-step alive bonus of the locomotion envs whose reward the transforms know how to split.
+ALIVE_BONUS = {
+    "AntBulletEnv-v0": 1.0,
+    "HopperBulletEnv-v0": 1.0,
+    "Walker2DBulletEnv-v0": 1.0,
+    "HumanoidBulletEnv-v0": 1.0,
+    "HalfCheetahBulletEnv-v0": 0.0,
+    "Ant-v5": 1.0,
+    "Humanoid-v5": 5.0,
+    "Hopper-v5": 1.0,
+    "Walker2d-v5": 1.0,
+}
+LOCOMOTION_KEYS = ("alive", "costs", "fall")
+
+
+class RewardTransformError(ValueError):
+    """A bad ``reward_transform`` value; the message names it."""
+
+
+@dataclass(frozen=True)
+class RewardTransform:
+    """A parsed ``reward_transform``: ``none``, ``shift:C`` or ``locomotion:alive=..,...``."""
+
+    kind: str = "none"
+    shift: float = 0.0
+    alive: float = 1.0
+    costs: float = 1.0
+    fall: float = 0.0
+
+    @classmethod
+    def parse(cls, text: str | None) -> RewardTransform:
+        """Parse the knob's text; raise :class:`RewardTransformError` naming a bad part."""
+        text = (text or "none").strip()
+        kind, _, args = text.partition(":")
+        if kind == "none" and not args:
+            return cls()
+        if kind == "shift":
+            try:
+                return cls(kind="shift", shift=float(args) if args else 1.0)
+            except ValueError:
+                raise RewardTransformError(
+                    f"reward_transform {text!r}: shift takes a number, e.g. shift:1"
+                ) from None
+        if kind == "locomotion":
+            values = {"alive": 0.0, "costs": 1.0, "fall": 0.0}
+            for part in filter(None, (p.strip() for p in args.split(","))):
+                key, eq, value = part.partition("=")
+                if key not in LOCOMOTION_KEYS or not eq:
+                    raise RewardTransformError(
+                        f"reward_transform {text!r}: unknown part {part!r} "
+                        f"(locomotion takes {', '.join(k + '=X' for k in LOCOMOTION_KEYS)})"
+                    )
+                try:
+                    values[key] = float(value)
+                except ValueError:
+                    raise RewardTransformError(
+                        f"reward_transform {text!r}: {key} must be a number, got {value!r}"
+                    ) from None
+            return cls(kind="locomotion", **values)
+        raise RewardTransformError(
+            f"unknown reward_transform {text!r} (none, shift:C or locomotion:alive=A,costs=C,fall=F)"
+        )
+
+    @property
+    def active(self) -> bool:
+        """Whether training sees anything but the env's own reward."""
+        return self.kind != "none"
+
+    def check_env(self, env_id: str) -> None:
+        """``locomotion`` needs an env whose reward it can split into its parts."""
+        if self.kind == "locomotion" and env_id not in ALIVE_BONUS:
+            raise RewardTransformError(
+                f"reward_transform locomotion does not know the reward parts of {env_id} "
+                f"(known: {', '.join(sorted(ALIVE_BONUS))}); use shift:C or none"
+            )
+
+
+class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
+    """Returns the transformed reward; the env's own stays in ``info["env_reward"]``."""
+
+    def __init__(self, env: gym.Env[Any, Any], transform: RewardTransform) -> None:
+        super().__init__(env)
+        self.transform = transform
+        spec = env.spec
+        self.env_id = spec.id if spec is not None else ""
+        transform.check_env(self.env_id)
+        self._alive_bonus = ALIVE_BONUS.get(self.env_id, 0.0)
+
+    def _locomotion_parts(self, reward: float, info: dict[str, Any]) -> tuple[float, float, float]:
+        """(progress, alive, costs) of this step's reward."""
+        unwrapped: Any = self.env.unwrapped
+        parts = getattr(unwrapped, "rewards", None)
+        if parts is not None and self.env_id.endswith("BulletEnv-v0"):
+            # pybullet walkers: [alive, progress, electricity, joints_at_limit, feet_collision]
+            return float(parts[1]), float(parts[0]), float(sum(parts[2:]))
+        forward = float(info.get("reward_forward", 0.0))
+        alive = float(info.get("reward_survive", info.get("reward_healthy", 0.0)))
+        return forward, alive, reward - forward - alive
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        env_reward = float(reward)
+        t = self.transform
+        if t.kind == "shift":
+            shaped = env_reward - t.shift
+        else:
+            progress, alive, costs = self._locomotion_parts(env_reward, info)
+            shaped = progress + t.alive * alive + t.costs * costs
+            if terminated:
+                shaped -= t.fall
+        info = {**info, "env_reward": env_reward}
+        return obs, shaped, terminated, truncated, info
+
+
+def shape_training_reward(env: gym.Env[Any, Any], transform: str | None) -> gym.Env[Any, Any]:
+    """``env`` with the training-reward transform named by ``transform`` (``none``: as is)."""
+    parsed = RewardTransform.parse(transform)
+    return TrainingReward(env, parsed) if parsed.active else env

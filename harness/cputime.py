@@ -1,0 +1,42 @@
+"""CPU-seconds a run used: the head process and every process it started.
+
+Wall-clock alone cannot say whether two runs had the same resources: a PPO run
+on one process and an ES run on two worker processes may take the same time on
+very different amounts of CPU. The meter sums user + system time of the head
+and of all its live descendants (pool workers, SB3 subprocess envs, a private
+Ray instance's workers), remembering each process's last reading so that a
+worker that exits still counts.
+"""
+
+from __future__ import annotations
+
+import psutil
+
+
+class CpuMeter:
+    """Cumulative CPU-seconds of this process tree since the meter was created."""
+
+    def __init__(self, offset_s: float = 0.0) -> None:
+        self._process = psutil.Process()
+        self._offset_s = offset_s
+        self._last_seen: dict[int, float] = {}
+        self._baseline_s = self._own_seconds()
+
+    def _own_seconds(self) -> float:
+        times = self._process.cpu_times()
+        return float(times.user + times.system)
+
+    def seconds(self) -> float:
+        """CPU-seconds used since creation, plus the offset (a resumed run's earlier total)."""
+        try:
+            children = self._process.children(recursive=True)
+        except psutil.Error:
+            children = []
+        for child in children:
+            try:
+                times = child.cpu_times()
+            except psutil.Error:
+                continue  # exited between listing and reading: its last reading stands
+            self._last_seen[child.pid] = float(times.user + times.system)
+        total = self._own_seconds() - self._baseline_s + sum(self._last_seen.values())
+        return self._offset_s + total
