@@ -61,6 +61,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import multiprocessing
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -128,16 +129,20 @@ class PPOConfig:
     use_sde: bool = doc("generalised state-dependent exploration (Box actions only)", False)
     updates_per_step: int = doc("rollout/update iterations per harness step (metrics row)", 1)
     n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
-    net_arch: list[int] | None = doc(
+    net_arch: list[int] | None = doc(  # noqa: RUF009 - None is immutable; ruff sees a list
         "hidden sizes of the separate actor and critic (null: the policy section's)", None
     )
     activation: str | None = doc("tanh or relu (null: the policy section's)", None)
     ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
-    sde_sample_freq: int = doc("gSDE: resample the noise matrix every N steps (-1: per rollout)", -1)
+    sde_sample_freq: int = doc(
+        "gSDE: resample the noise matrix every N steps (-1: per rollout)", -1
+    )
     learning_rate_decay_timesteps: int = doc(
         "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
     )
-    time_feature: bool = doc("append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False)
+    time_feature: bool = doc(
+        "append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False
+    )
     vec_env: str = doc(
         "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
         "auto",
@@ -175,16 +180,20 @@ class A2CConfig:
     use_sde: bool = doc("generalised state-dependent exploration (Box actions only)", False)
     updates_per_step: int = doc("rollout/update iterations per harness step (metrics row)", 100)
     n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
-    net_arch: list[int] | None = doc(
+    net_arch: list[int] | None = doc(  # noqa: RUF009 - None is immutable; ruff sees a list
         "hidden sizes of the separate actor and critic (null: the policy section's)", None
     )
     activation: str | None = doc("tanh or relu (null: the policy section's)", None)
     ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
-    sde_sample_freq: int = doc("gSDE: resample the noise matrix every N steps (-1: per rollout)", -1)
+    sde_sample_freq: int = doc(
+        "gSDE: resample the noise matrix every N steps (-1: per rollout)", -1
+    )
     learning_rate_decay_timesteps: int = doc(
         "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
     )
-    time_feature: bool = doc("append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False)
+    time_feature: bool = doc(
+        "append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False
+    )
     vec_env: str = doc(
         "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
         "auto",
@@ -290,7 +299,7 @@ def _sb3_subclass(base: type) -> type:
     against it (the zoo's ``n_timesteps``).
     """
 
-    class Chunked(base):  # type: ignore[misc, valid-type]
+    class Chunked(base):  # type: ignore[misc]
         schedule_timesteps: int = 0
 
         def _update_current_progress_remaining(
@@ -304,6 +313,7 @@ def _sb3_subclass(base: type) -> type:
 
 
 _SB3_CLASSES: dict[str, type] = {}
+_SUBPROC_START = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
 
 
 #: SB3 logger keys reported as step extras, and their metric names.
@@ -377,7 +387,9 @@ class SB3Algorithm(Algorithm):
         if kind == "auto":
             kind = "subproc" if self.context.workers > 1 else "dummy"
         vec_env: Any = (
-            SubprocVecEnv(factories)
+            # fork: the children inherit the imported env packages instead of importing them
+            # again each (seconds per env for pybullet and torch)
+            SubprocVecEnv(factories, start_method=_SUBPROC_START)
             if kind == "subproc" and len(factories) > 1
             else DummyVecEnv(factories)
         )
@@ -497,9 +509,7 @@ class SB3Algorithm(Algorithm):
     def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
         if self._eval_env is None:
             # The env as training sees it (time feature included) but with its own reward.
-            self._eval_env = _env_factory(
-                self.context.env_name, None, self.config.time_feature
-            )()
+            self._eval_env = _env_factory(self.context.env_name, None, self.config.time_feature)()
         env = self._eval_env
         cap = self.context.max_episode_steps
         returns = np.zeros(len(env_seeds), dtype=np.float64)
@@ -576,7 +586,9 @@ class SB3Algorithm(Algorithm):
 class PPO(SB3Algorithm):
     """Proximal Policy Optimization (Schulman et al. 2017), stable-baselines3."""
 
-    summary = "stable-baselines3 PPO; n_envs parallel envs, same env factory, eval seeds and metrics"
+    summary = (
+        "stable-baselines3 PPO; n_envs parallel envs, same env factory, eval seeds and metrics"
+    )
     sb3_class_name = "PPO"
     Config = PPOConfig
     config: PPOConfig

@@ -85,7 +85,8 @@ class RewardTransform:
                     ) from None
             return cls(kind="locomotion", **values)
         raise RewardTransformError(
-            f"unknown reward_transform {text!r} (none, shift:C or locomotion:alive=A,costs=C,fall=F)"
+            f"unknown reward_transform {text!r} "
+            "(none, shift:C or locomotion:alive=A,costs=C,fall=F)"
         )
 
     @property
