@@ -15,6 +15,12 @@ STREAM_GENERATION = 1
 STREAM_EVAL = 2
 #: Seeds of third-party optimizers' own RNGs (pycma, Nevergrad); index = restart number.
 STREAM_OPTIMIZER = 3
+#: Env seeds of the confirmation of a target return; index = confirmation number.
+STREAM_CONFIRM = 4
+
+#: Parts of the wall-clock an ES algorithm measures itself, as cumulative seconds in its
+#: ``time_counters``; the runner books the rest of a step as rollouts (see harness.runner).
+ES_TIME_PARTS = ("worker_start", "stragglers", "head_update", "obs_sync")
 
 SEED_BOUND = 2**31 - 1
 
@@ -37,6 +43,24 @@ def eval_seeds(seed: int, eval_index: int, episodes: int) -> list[int]:
     """Env seeds of the ``eval_index``-th evaluation; identical for every algorithm."""
     rng = stream_rng(seed, STREAM_EVAL, eval_index)
     return [int(s) for s in rng.integers(0, SEED_BOUND, size=episodes)]
+
+
+def confirm_seeds(seed: int, confirm_index: int, episodes: int) -> list[int]:
+    """Env seeds of the ``confirm_index``-th confirmation: a stream apart from :func:`eval_seeds`,
+    so confirming a target leaves the regular evaluations' seeds unchanged."""
+    rng = stream_rng(seed, STREAM_CONFIRM, confirm_index)
+    return [int(s) for s in rng.integers(0, SEED_BOUND, size=episodes)]
+
+
+def new_time_counters() -> dict[str, float]:
+    """Zeroed cumulative seconds for :data:`ES_TIME_PARTS`."""
+    return dict.fromkeys(ES_TIME_PARTS, 0.0)
+
+
+def count_evaluation(counters: dict[str, float], stats: GenerationStats) -> None:
+    """Add an evaluator call's idle shares (worker start-up, barrier) to ``counters``."""
+    counters["worker_start"] += stats.worker_start_s
+    counters["stragglers"] += stats.straggler_s
 
 
 def to_loss(fitness: np.ndarray) -> np.ndarray:

@@ -39,8 +39,10 @@ from algorithms.es_common import (
     SEED_BOUND,
     STREAM_GENERATION,
     STREAM_INIT,
+    count_evaluation,
     fitness_of,
     generation_record,
+    new_time_counters,
     stream_rng,
 )
 from algorithms.registry import register
@@ -305,9 +307,11 @@ class OptimES(Algorithm):
         if context.sync not in SYNC_MODES:
             raise ValueError(f"sync must be broadcast or seeds, got {context.sync!r}")
         self.replicated = context.sync == "seeds"
-        self.policy = build_policy(context.policy_spec)
+        #: cumulative seconds per part of the wall-clock (es_common.ES_TIME_PARTS)
+        self.time_counters = new_time_counters()
         noise_seed = context.seed if config.noise_seed < 0 else config.noise_seed
         self.noise_spec = NoiseSpec(config.noise_size, noise_seed)
+        # The workers first: they start (imports, envs) while the head builds the rest.
         self.evaluator = evaluator or make_evaluator(
             context.backend,
             context.env_name,
@@ -316,6 +320,7 @@ class OptimES(Algorithm):
             context.workers,
             context.ray_address,
         )
+        self.policy = build_policy(context.policy_spec)
         # The head reconstructs perturbations from the table; it borrows the evaluator's
         # copy in this process when there is one rather than drawing 128 MiB again.
         local = self.evaluator.noise
@@ -380,13 +385,17 @@ class OptimES(Algorithm):
         ]
 
     def step(self) -> StepRecord:
+        step_started = time.perf_counter()
         rng = stream_rng(self.context.seed, STREAM_GENERATION, self.generation)
         candidates = self.es.ask(rng)
         tasks = self._tasks(candidates, rng)
         started = time.perf_counter()
         target = ReplicaRef(self.generation) if self.replicated else self._broadcast()
+        obs_sync_s = time.perf_counter() - started
+        started = time.perf_counter()
         results, stats = self.evaluator.evaluate(target, tasks)
         evaluate_s = time.perf_counter() - started
+        count_evaluation(self.time_counters, stats)
         fitness, failures = fitness_of(results, self.context.fail_on_env_error)
         self._population = {
             "fitness": fitness,
@@ -398,7 +407,9 @@ class OptimES(Algorithm):
         started = time.perf_counter()
         self.es.tell(candidates, fitness)
         update_s = time.perf_counter() - started
+        started = time.perf_counter()
         increments = self._update_obs_stat(results)
+        obs_sync_s += time.perf_counter() - started
         finished = [r.lengths for r in results if r.failed is None]
         lengths = np.concatenate(finished) if finished else np.zeros(1, dtype=np.int64)
         if self.config.episode_cap == "adaptive" and lengths.size:
@@ -415,6 +426,8 @@ class OptimES(Algorithm):
             "episode_length_mean": float(lengths.mean()) if lengths.size else 0.0,
             "evaluate_s": evaluate_s,
             "update_s": update_s,
+            "straggler_s": stats.straggler_s,
+            "worker_start_s": stats.worker_start_s,
             "failed_candidates": float(len(failures)),
             "retried_tasks": float(stats.retried_tasks),
         }
@@ -435,6 +448,12 @@ class OptimES(Algorithm):
             stats.bytes_from_workers += synced.bytes_from_workers
             extras["sync_s"] = time.perf_counter() - started
             extras["resyncs"] = float(synced.resyncs)
+            obs_sync_s += extras["sync_s"]
+        extras["obs_sync_s"] = obs_sync_s
+        self.time_counters["obs_sync"] += obs_sync_s
+        self.time_counters["head_update"] += (
+            time.perf_counter() - step_started - evaluate_s - obs_sync_s
+        )
         return generation_record(results, fitness, stats, extras)
 
     def _update_obs_stat(
@@ -461,7 +480,8 @@ class OptimES(Algorithm):
             for i, s in enumerate(env_seeds)
         ]
         target = ReplicaRef(self.generation) if self.replicated else self._broadcast()
-        results, _ = self.evaluator.evaluate(target, tasks)
+        results, stats = self.evaluator.evaluate(target, tasks)
+        count_evaluation(self.time_counters, stats)
         fitness, _ = fitness_of(results, fail_on_env_error=True)
         return fitness
 

@@ -299,7 +299,7 @@ def _sb3_subclass(base: type) -> type:
     against it (the zoo's ``n_timesteps``).
     """
 
-    class Chunked(base):  # type: ignore[misc]
+    class Chunked(base):
         schedule_timesteps: int = 0
 
         def _update_current_progress_remaining(

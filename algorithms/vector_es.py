@@ -43,8 +43,10 @@ from algorithms.es_common import (
     SEED_BOUND,
     STREAM_GENERATION,
     STREAM_INIT,
+    count_evaluation,
     fitness_of,
     generation_record,
+    new_time_counters,
     stream_rng,
     to_loss,
 )
@@ -144,6 +146,8 @@ class VectorES(Algorithm):
         self.dim = context.policy_spec.num_params
         self.initial = self.policy.init_params(stream_rng(context.seed, STREAM_INIT))
         self.generation = 0
+        #: cumulative seconds per part of the wall-clock (es_common.ES_TIME_PARTS)
+        self.time_counters = new_time_counters()
         self.rng = PrivateGlobalRNG(self._library_seed(0))
         with self.rng.active():
             self._create(self.initial.astype(np.float64))
@@ -193,7 +197,7 @@ class VectorES(Algorithm):
 
     # -- one generation -------------------------------------------------------------------
     def step(self) -> StepRecord:
-        started = time.perf_counter()
+        step_started = started = time.perf_counter()
         with self.rng.active():
             handles, vectors = self._ask()
         ask_s = time.perf_counter() - started
@@ -214,6 +218,7 @@ class VectorES(Algorithm):
         started = time.perf_counter()
         results, stats = self.evaluator.evaluate(broadcast, tasks)
         evaluate_s = time.perf_counter() - started
+        count_evaluation(self.time_counters, stats)
         fitness, failures = fitness_of(results, self.context.fail_on_env_error)
         small = len(vectors) * vectors[0].size <= POPULATION_LOG_MAX_FLOATS
         self._population = {
@@ -234,10 +239,13 @@ class VectorES(Algorithm):
             "episode_length_mean": float(lengths.mean()) if lengths.size else 0.0,
             "evaluate_s": evaluate_s,
             "update_s": update_s,
+            "straggler_s": stats.straggler_s,
+            "worker_start_s": stats.worker_start_s,
             "failed_candidates": float(len(failures)),
             "retried_tasks": float(stats.retried_tasks),
             **self._extras(),
         }
+        self.time_counters["head_update"] += time.perf_counter() - step_started - evaluate_s
         return generation_record(results, fitness, stats, extras)
 
     # -- evaluation, state --------------------------------------------------------------
@@ -248,7 +256,8 @@ class VectorES(Algorithm):
             EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
             for i, s in enumerate(env_seeds)
         ]
-        results, _ = self.evaluator.evaluate(broadcast, tasks)
+        results, stats = self.evaluator.evaluate(broadcast, tasks)
+        count_evaluation(self.time_counters, stats)
         fitness, _ = fitness_of(results, fail_on_env_error=True)
         return fitness
 

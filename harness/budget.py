@@ -1,4 +1,9 @@
-"""Training budgets: timesteps, generations, wall-clock, target return; whichever comes first."""
+"""Training budgets: timesteps, generations, wall-clock, target return; whichever comes first.
+
+A target return is *reached* when a regular evaluation crosses it and a
+confirmation on fresh episodes also clears it (see :class:`harness.runner.Trainer`);
+the runner passes the confirmed return to :meth:`Budget.exhausted`.
+"""
 
 from __future__ import annotations
 
@@ -23,13 +28,21 @@ class Budget:
         if self.timesteps is None and self.generations is None and self.time_limit is None:
             raise ValueError("a budget needs timesteps, generations or time_limit")
 
-    def exhausted(
-        self, timesteps: int, generations: int, elapsed_s: float, last_eval: float | None
-    ) -> str | None:
-        """The reason to stop now, or None to go on."""
+    def crosses(self, value: float | None) -> bool:
+        """Whether an evaluation's mean return ``value`` is at or above the target."""
         target = self.target_return
-        if target is not None and last_eval is not None and last_eval >= target:
-            return f"target return {target} reached ({last_eval:.1f})"
+        return target is not None and value is not None and value >= target
+
+    def exhausted(
+        self, timesteps: int, generations: int, elapsed_s: float, reached: float | None
+    ) -> str | None:
+        """The reason to stop now, or None to go on.
+
+        ``reached``: the return by which the target counts as reached (the confirmed
+        mean), or None while it is not.
+        """
+        if self.crosses(reached):
+            return f"target return {self.target_return} reached ({reached:.1f})"
         if self.timesteps is not None and timesteps >= self.timesteps:
             return f"timestep budget {self.timesteps} used"
         if self.generations is not None and generations >= self.generations:
@@ -37,3 +50,18 @@ class Budget:
         if self.time_limit is not None and elapsed_s >= self.time_limit:
             return f"time limit {self.time_limit}s reached"
         return None
+
+    def used(self, timesteps: int, generations: int, elapsed_s: float) -> tuple[float, str]:
+        """The share (0 to 1) of the budget that binds, i.e. the one nearest its limit.
+
+        Returns the share and the name of that budget (``timesteps``, ``generations``
+        or ``time_limit``), for a progress bar that moves whichever limit is given.
+        """
+        shares = [
+            (timesteps / self.timesteps if self.timesteps else 0.0, "timesteps"),
+            (generations / self.generations if self.generations else 0.0, "generations"),
+            (elapsed_s / self.time_limit if self.time_limit else 0.0, "time_limit"),
+        ]
+        given = [(share, name) for share, name in shares if getattr(self, name) is not None]
+        share, name = max(given, default=(0.0, "timesteps"))
+        return min(max(share, 0.0), 1.0), name

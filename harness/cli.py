@@ -13,13 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.config import (
-    POLICY_KEYS,
-    RUN_KEYS,
-    ConfigError,
-    apply_overrides,
-    complete_config,
-)
+from harness import schema
+from harness.config import ConfigError, ResolvedConfig, build_run_config
 
 EXIT_USAGE = 2
 
@@ -29,10 +24,10 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (no usage block): exit status 2."""
+    """argparse with one-line errors (no usage block), the one ``harness: error:`` prefix."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        self.exit(EXIT_USAGE, f"harness: error: {message} (see `{self.prog} --help`)\n")
 
 
 def positive(kind: Callable[[str], Any], name: str) -> Callable[[str], Any]:
@@ -51,69 +46,60 @@ def positive(kind: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     return parse
 
 
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"target return must be a number, got {text!r}") from None
+RUN_DESCRIPTION = """\
+Train one algorithm on one env as a Sacred run (RUNS_DIR/<id>/).
+
+A knob not given here takes, in order: the env's entry in experiments/defaults.yaml
+(its short name, then its gymnasium id), that file's `default` entry, then the
+built-in default that --help shows. So per-env values win over the defaults below
+(CartPole's optimes population is 20, not 40): --print-config shows every value of
+the completed run and where it came from, and creates nothing."""
 
 
 def _knob_help() -> str:
+    """The ``--set`` keys, generated from the schema and each algorithm's config dataclass."""
     from algorithms.registry import algorithm_names, get_algorithm
 
-    lines = ["--set keys (key=value, YAML syntax; repeatable):", "  run:"]
-    lines += [f"    {key}: {doc}" for key, (_, doc) in RUN_KEYS.items()]
+    def line(name: str, default: Any, doc: str, knob: schema.Knob | None = None) -> str:
+        only = " [ES family only]" if knob is not None and knob.families != schema.ALL else ""
+        return f"    {name} (default {default!r}){only}: {doc}"
+
+    lines = [
+        "--set KEY=VALUE (YAML values, repeatable). The defaults shown are built in;",
+        "experiments/defaults.yaml refines them per env, and",
+        "`harness run --algo A --env E --print-config` shows the values in force.",
+        "  run:",
+    ]
+    lines += [line(k.name, k.default, k.doc, k) for k in schema.knobs("run")]
+    lines.append("  budget (also flags above): " + ", ".join(schema.BUDGET_KEYS))
     lines.append("  policy (also as policy.KEY):")
-    lines += [f"    {key}: {doc}" for key, (_, doc) in POLICY_KEYS.items()]
+    lines += [line(k.key, k.default, k.doc, k) for k in schema.knobs("policy")]
     for name in algorithm_names():
         cls = get_algorithm(name)
-        lines.append(f"  {name} hyperparameters:")
+        lines.append(f"  {name} hyperparameters ({cls.Config.__name__}):")
         for field in dataclasses.fields(cls.Config):
-            lines.append(
-                f"    {field.name} (default {field.default!r}): {field.metadata.get('doc', '')}"
-            )
+            lines.append(line(field.name, field.default, field.metadata.get("doc", "")))
+    lines.append(
+        "Other names are suggested: "
+        + "; ".join(
+            f"{alias} -> {'/'.join(targets)}"
+            for alias, targets in schema.ALIASES.items()
+            if alias in ("popsize", "lr", "sigma0", "num_envs", "n_timesteps", "eval_freq")
+        )
+        + ", ..."
+    )
     return "\n".join(lines)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by ``run`` (and reused by sweeps and checks)."""
-    parser.add_argument("--algo", default="optimes", help="algorithm name (see `harness list`)")
+    """The flags of ``harness run``: every knob flag of the schema, and the run's own."""
+    schema.add_flags(parser)
     parser.add_argument(
-        "--env", default="LunarLanderContinuous", help="env short name or any gymnasium id"
+        "--runs-dir",
+        "-f",
+        default="runs",
+        help="Sacred FileStorage directory (default: runs)",
     )
-    parser.add_argument(
-        "--episodes",
-        type=positive(int, "episodes"),
-        default=1,
-        help="episodes per fitness evaluation",
-    )
-    parser.add_argument(
-        "--workers",
-        type=positive(int, "workers"),
-        default=os.cpu_count() or 1,
-        help="parallel evaluation workers (RL: parallel envs); default: CPUs",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="run seed")
-    budget = parser.add_argument_group("budget (whichever comes first; none: the env default)")
-    budget.add_argument("--timesteps", type=positive(int, "timesteps"), help="training env steps")
-    budget.add_argument(
-        "--generations",
-        type=positive(int, "generations"),
-        help="generations (RL: rollout/update chunks)",
-    )
-    budget.add_argument(
-        "--time-limit", type=positive(float, "time limit"), help="training wall-clock seconds"
-    )
-    budget.add_argument(
-        "--target-return", type=_float, help="stop once an evaluation's mean return reaches this"
-    )
-    parser.add_argument("--backend", default="process", help="inline, process or ray")
-    parser.add_argument(
-        "--ray-address",
-        default=os.environ.get("RAY_ADDRESS"),
-        help="Ray cluster address (default: RAY_ADDRESS or a local instance)",
-    )
-    parser.add_argument("--runs-dir", default="runs", help="Sacred FileStorage directory")
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -124,34 +110,33 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The completed, validated run config the flags describe."""
-    from algorithms.registry import UnknownAlgorithmError, get_algorithm
-
-    config: dict[str, Any] = {
-        "algo": args.algo,
-        "env": args.env,
-        "seed": args.seed,
-        "episodes": args.episodes,
-        "workers": args.workers,
-        "backend": args.backend,
-        "ray_address": args.ray_address,
-        "timesteps": args.timesteps,
-        "generations": args.generations,
-        "time_limit": args.time_limit,
-        "target_return": args.target_return,
-        "policy": {},
-        "params": {},
-    }
+def resolve_run_args(args: argparse.Namespace) -> ResolvedConfig:
+    """The completed, validated run config the flags describe, with each value's source."""
+    given = schema.given_by_flags(args)
+    sources = {name: "command line" for name, value in given.items() if value is not None}
+    ray_env = os.environ.get("RAY_ADDRESS")
+    if given.get("ray_address") is None and ray_env and _uses_ray_address(given.get("algo")):
+        given["ray_address"] = ray_env
+        sources["ray_address"] = "environment RAY_ADDRESS"
     try:
-        algo_cls = get_algorithm(args.algo)
-    except UnknownAlgorithmError as error:
-        raise UsageError(str(error)) from None
-    try:
-        config = apply_overrides(config, list(args.overrides), algo_cls.Config)
-        return complete_config(config)
+        return build_run_config(given, source=sources, overrides=list(args.overrides))
     except ConfigError as error:
         raise UsageError(str(error)) from None
+
+
+def _uses_ray_address(algo: str | None) -> bool:
+    from algorithms.registry import UnknownAlgorithmError, get_algorithm
+
+    try:
+        family = get_algorithm(algo or schema.BY_NAME["algo"].default).family
+    except UnknownAlgorithmError:
+        return False  # reported when the config is built
+    return schema.BY_NAME["ray_address"].applies_to(family)
+
+
+def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The completed, validated run config the flags describe."""
+    return resolve_run_args(args).config
 
 
 def check_runs_dir(path: Path) -> None:
@@ -216,18 +201,21 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
         ) from None
 
 
-def start_run(config: dict[str, Any], runs_dir: Path) -> Any:
+def start_run(config: dict[str, Any], runs_dir: Path, verbose: bool = False) -> Any:
     """Run one Sacred-tracked training run into ``runs_dir``; return the Sacred run."""
-    from harness.experiment import ex, make_observer
+    from harness.experiment import make_observer
+    from harness.experiment import start_run as start
 
-    ex.observers = [make_observer(runs_dir)]
-    # The config is complete and validated; "--force" silences Sacred's notes about the keys
-    # that the defaults hook filled in (params.*, policy.*).
-    return ex.run(config_updates=config, options={"--force": True})
+    return start(config, [make_observer(runs_dir)], verbose=verbose)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
+    resolved = resolve_run_args(args)
+    if args.print_config:
+        print(resolved.describe())
+        print("# --print-config: nothing was run or written")
+        return 0
+    config = resolved.config
     if args.no_progress:
         os.environ["HARNESS_PROGRESS"] = "0"
     runs_dir = Path(args.runs_dir)
@@ -235,7 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if config["backend"] == "ray":
         check_ray_address(config.get("ray_address"))
     try:
-        run = start_run(config, runs_dir)
+        run = start_run(config, runs_dir, verbose=args.verbose)
     except Exception as error:
         from harness.experiment import run_failure_message
 
@@ -291,11 +279,21 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="train one algorithm on one env (a Sacred run)",
+        description=RUN_DESCRIPTION,
         epilog=_knob_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_arguments(run)
+    run.add_argument(
+        "--print-config",
+        "--dry-run",
+        action="store_true",
+        help="print the completed config and where each value came from; run nothing",
+    )
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument(
+        "-v", "--verbose", action="store_true", help="show Sacred's log (run id, result)"
+    )
     sub.add_parser("list", help="algorithms, environments, policies")
     for command, (module_name, help_text) in COMMAND_MODULES.items():
         try:

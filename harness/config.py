@@ -1,8 +1,16 @@
-"""Run configuration: per-env defaults as data, and typed ``--set key=value`` overrides.
+"""Run configuration: the completed config of a run, and where each value came from.
 
-Precedence, lowest first: the algorithm's dataclass defaults, the ``default``
-entry of ``experiments/defaults.yaml``, that file's entry for the env's
-gymnasium id, then the user's overrides.
+Every command that starts or rebuilds a run (``harness run``, sweeps, ``resume``,
+``check-repro``, benchmarks, Sacred's own command line) builds its config with
+:func:`build_run_config`. The knobs are declared once in :mod:`harness.schema`;
+an algorithm's hyperparameters are the fields of its config dataclass.
+
+Precedence, lowest first: the built-in default (the schema's, or the
+algorithm's dataclass for hyperparameters), the ``default`` entry of
+``experiments/defaults.yaml``, that file's entry for the env's gymnasium id,
+its entry for the short name when that differs (``PendulumPO`` refines
+``Pendulum-v1``), then what the user gave (flags, ``--set``, a sweep file).
+``harness run ... --print-config`` shows every value with its source.
 """
 
 from __future__ import annotations
@@ -10,44 +18,36 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import json
+import os
 import types
 import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+
+from harness import schema
+from harness.schema import BUDGET_KEYS, BY_NAME, KNOBS, Knob
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
 DEFAULTS_FILE = EXPERIMENTS_DIR / "defaults.yaml"
 
-#: Run-level knobs with their one-line docs (shown by ``harness run --help`` and ``harness list``).
-RUN_KEYS: dict[str, tuple[type, str]] = {
-    "eval_every_timesteps": (int, "evaluate the current policy every this many training steps"),
-    "eval_episodes": (int, "fresh seeded episodes per evaluation"),
-    "checkpoint_every": (int, "write a checkpoint every this many steps (generations/updates)"),
-    "max_episode_steps": (int, "episode step cap for training (null: the env's own limit)"),
-    "fail_on_env_error": (bool, "stop on an env exception or NaN; false scores it as worst"),
-    "population_log_every": (
-        int,
-        "log each generation's fitness and candidates, and the centre every N generations "
-        "(0: no log; feeds the report's UMAP map)",
-    ),
-    "sync": (str, "broadcast (centre sent each generation) or seeds (replicated, Algorithm 2)"),
-    "reward_transform": (
-        str,
-        "training reward: none, shift:C or locomotion:alive=A,costs=C,fall=F "
-        "(envs/reward_shaping.py; evaluation always uses the env's reward)",
-    ),
-}
-POLICY_KEYS: dict[str, tuple[type, str]] = {
-    "kind": (str, "linear, mlp or lstm"),
-    "hidden_sizes": (list, "hidden layer sizes (LSTM: one entry, the number of cells)"),
-    "activation": (str, "tanh or relu"),
-    "discretize": (int, "0 for continuous actions, N>1 rounds each action to N levels"),
-}
-BUDGET_KEYS = ("timesteps", "generations", "time_limit", "target_return")
+#: Run-level knobs (``--set``; per env in the ``run`` sections of defaults.yaml): type, doc.
+RUN_KEYS: dict[str, tuple[type, str]] = {k.name: (k.type, k.doc) for k in schema.knobs("run")}
+#: Policy knobs (``--set policy.KEY=...`` or ``--set KEY=...``): type, doc.
+POLICY_KEYS: dict[str, tuple[type, str]] = {k.key: (k.type, k.doc) for k in schema.knobs("policy")}
 SECTIONS = {"run", "policy", "budget"}
+BUILT_IN = "built-in default"
+
+#: How user-given values of knobs that do not apply to the algorithm are treated:
+#: ``given`` refuses every one (flags, ``--set``), ``changed`` refuses those that differ
+#: from what the run would use anyway (Sacred's ``with``, whose config always holds some
+#: value), ``never`` keeps them (stored configs, internal callers).
+Refuse = Literal["given", "changed", "never"]
 
 
 class ConfigError(ValueError):
@@ -76,25 +76,37 @@ def _load_defaults(path: Path) -> dict[str, Any]:
     return data
 
 
+def defaults_layers(
+    gym_id: str, algo: str, env_name: str | None = None, path: Path = DEFAULTS_FILE
+) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+    """The entries of ``defaults.yaml`` that apply, lowest precedence first.
+
+    Each is ``(label, {"run": .., "policy": .., "budget": .., "params": ..})``;
+    the label (``defaults.yaml CartPole-v1``) is what ``--print-config`` shows.
+    """
+    data = _load_defaults(path)
+    entries = ["default", gym_id] + ([env_name] if env_name and env_name != gym_id else [])
+    layers = []
+    for entry_name in entries:
+        sections: dict[str, dict[str, Any]] = {"run": {}, "policy": {}, "budget": {}, "params": {}}
+        for section, values in (data.get(entry_name) or {}).items():
+            if section in SECTIONS:
+                sections[section].update(values or {})
+            elif section == algo_section(algo):
+                sections["params"].update(values or {})
+        layers.append((f"{path.name} {entry_name} entry", copy.deepcopy(sections)))
+    return layers
+
+
 def env_defaults(
     gym_id: str, algo: str, env_name: str | None = None, path: Path = DEFAULTS_FILE
 ) -> dict[str, Any]:
-    """Merged ``run``, ``policy``, ``budget`` and algorithm sections for one env.
-
-    Entries apply in order ``default``, the gymnasium id, then the short name
-    when it differs (``PendulumPO`` refines ``Pendulum-v1``).
-    """
-    data = _load_defaults(path)
+    """Merged ``run``, ``policy``, ``budget`` and algorithm sections for one env."""
     merged: dict[str, Any] = {"run": {}, "policy": {}, "budget": {}, "params": {}}
-    entries = ["default", gym_id] + ([env_name] if env_name and env_name != gym_id else [])
-    for entry_name in entries:
-        entry = data.get(entry_name) or {}
-        for section, values in entry.items():
-            if section in SECTIONS:
-                merged[section].update(values or {})
-            elif section == algo_section(algo):
-                merged["params"].update(values or {})
-    return copy.deepcopy(merged)
+    for _, sections in defaults_layers(gym_id, algo, env_name, path):
+        for section, values in sections.items():
+            merged[section].update(values)
+    return merged
 
 
 def algo_section(algo: str) -> str:
@@ -146,46 +158,13 @@ def param_types(config_type: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(config_type)}
 
 
-def apply_overrides(
-    config: dict[str, Any], assignments: list[str], params_type: type
-) -> dict[str, Any]:
-    """Apply ``key=value`` strings to a resolved config; unknown keys name close matches.
-
-    A bare key is looked up among the algorithm's hyperparameters, then the run
-    and budget keys; ``policy.KEY`` and ``params.KEY`` may be spelled out.
-    """
-    config = copy.deepcopy(config)
-    params = param_types(params_type)
-    for assignment in assignments:
-        key, sep, raw = assignment.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--set expects key=value, got {assignment!r}")
-        value = parse_value(raw)
-        section, _, name = key.rpartition(".")
-        if section in ("", "params") and name in params:
-            config["params"][name] = coerce(key, value, params[name])
-        elif section in ("", "policy") and name in POLICY_KEYS:
-            config["policy"][name] = coerce(key, value, POLICY_KEYS[name][0])
-        elif section == "" and name in RUN_KEYS:
-            config[name] = coerce(key, value, RUN_KEYS[name][0])
-        elif section == "" and name in BUDGET_KEYS:
-            config[name] = coerce(key, value, float if name != "timesteps" else int)
-        else:
-            known = [*params, *POLICY_KEYS, *RUN_KEYS, *BUDGET_KEYS]
-            close = difflib.get_close_matches(name, known, n=3)
-            hint = f"; did you mean: {', '.join(close)}?" if close else ""
-            raise ConfigError(f"unknown --set key {key!r}{hint}")
-    return config
-
-
 def validate_params(params: dict[str, Any], params_type: type, where: str) -> Any:
     """Build the algorithm's config object from a dict, naming unknown keys and bad types."""
     types_ = param_types(params_type)
     checked = {}
     for key, value in params.items():
         if key not in types_:
-            close = difflib.get_close_matches(key, list(types_), n=3)
+            close = _suggestions(key, types_, knobs=False)
             hint = f"; did you mean: {', '.join(close)}?" if close else ""
             raise ConfigError(f"unknown key {key!r} in {where}{hint}")
         checked[key] = coerce(key, value, types_[key])
@@ -199,40 +178,132 @@ def validate_params(params: dict[str, Any], params_type: type, where: str) -> An
     return instance
 
 
-#: Top-level knobs of a run and their one-line docs. ``None`` means "take the default".
-TOP_LEVEL_DOCS: dict[str, str] = {
-    "algo": "algorithm name (see `harness list`)",
-    "env": "environment short name or any gymnasium id",
-    "seed": "run seed: every random choice derives from it",
-    "episodes": "episodes per fitness evaluation (ES family)",
-    "workers": "parallel evaluation workers (RL: parallel envs)",
-    "backend": "inline, process or ray",
-    "ray_address": "address of a Ray cluster (null: a local instance, or RAY_ADDRESS)",
-    "timesteps": "budget: training env steps",
-    "generations": "budget: generations (RL: rollout/update chunks)",
-    "time_limit": "budget: training wall-clock seconds",
-    "target_return": "stop once an evaluation's mean return reaches this",
-    "sweep": "name of the sweep that launched this run, if any",
-}
+# -- --set KEY=VALUE ------------------------------------------------------------------------
+
+
+def _suggestions(name: str, params: Mapping[str, Any], knobs: bool = True) -> list[str]:
+    """Names to offer for an unknown key: known aliases first, then close spellings.
+
+    ``params``: the algorithm's hyperparameter names; ``knobs``: offer run knobs too.
+    """
+    offered: list[str] = []
+    for target in schema.ALIASES.get(name.lower(), ()):
+        knob = BY_NAME.get(target)
+        if target in params:
+            offered.append(target)
+        elif knob is not None and knobs:
+            offered.append(knob.name if knob.settable else f"{knob.flag} (a flag)")
+    settable = [k.key if k.section == "policy" else k.name for k in KNOBS if k.settable]
+    offered += difflib.get_close_matches(name, [*params, *(settable if knobs else [])], n=3)
+    return list(dict.fromkeys(offered))
+
+
+def family_members(family: str) -> str:
+    """The algorithms of one family, as a refusal names them (``optimes, cma, ...``)."""
+    from algorithms.registry import algorithm_names, get_algorithm
+
+    names = [n for n in algorithm_names() if get_algorithm(n).family == family]
+    if family == "es":
+        names.append("ng:NAME")
+    return ", ".join(names)
+
+
+def _families_text(knob: Knob) -> str:
+    return " and ".join(family_members(f) for f in sorted(knob.families))
+
+
+def parse_assignment(assignment: str, params: Mapping[str, Any]) -> tuple[str, Any]:
+    """``KEY=VALUE`` -> (dotted config path, typed value).
+
+    A bare key is looked up among the algorithm's hyperparameters (``params``:
+    name -> type), then the settable knobs; ``policy.KEY`` and ``params.KEY``
+    may be spelled out. Unknown keys name known aliases and close matches.
+    """
+    key, sep, raw = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set expects key=value, got {assignment!r}")
+    value = parse_value(raw)
+    section, _, name = key.rpartition(".")
+    if section in ("", "params") and name in params:
+        return f"params.{name}", coerce(key, value, params[name])
+    knob = None if section == "params" else BY_NAME.get(key)
+    if knob is None and section == "":
+        knob = BY_NAME.get(f"policy.{name}")
+    if knob is not None:
+        if not knob.settable:
+            how = f"give it as {knob.flag}" if knob.flag else "it is set by the harness"
+            raise ConfigError(f"{key!r} is not a --set key: {how}")
+        if value == "auto" and knob.allow_auto:
+            return knob.name, value
+        return knob.name, coerce(key, value, knob.type)
+    hint = _suggestions(name, params)
+    shown = f"; did you mean: {', '.join(hint)}?" if hint else ""
+    raise ConfigError(f"unknown --set key {key!r}{shown}")
+
+
+def _set_path(config: dict[str, Any], path: str, value: Any) -> None:
+    section, _, name = path.rpartition(".")
+    if section:
+        config.setdefault(section, {})
+        if config[section] is None:
+            config[section] = {}
+        config[section][name] = value
+    else:
+        config[name] = value
+
+
+def apply_overrides(
+    config: dict[str, Any], assignments: Sequence[str], params_type: type
+) -> dict[str, Any]:
+    """Apply ``key=value`` strings to a config; unknown keys name close matches."""
+    config = copy.deepcopy(config)
+    params = param_types(params_type)
+    for assignment in assignments:
+        path, value = parse_assignment(assignment, params)
+        _set_path(config, path, value)
+    return config
+
+
+# -- checking values ------------------------------------------------------------------------
+
+
+def check_knob(knob: Knob, value: Any) -> None:
+    """Range and choice checks of one knob's completed value (None passes for nullable)."""
+    if value is None:
+        if knob.nullable:
+            return
+        raise ConfigError(f"{knob.name} needs a value, got null")
+    if knob.type is int and (isinstance(value, bool) or not isinstance(value, int)):
+        what = "a positive integer" if knob.least == 1 else "an integer"
+        raise ConfigError(f"{knob.name} must be {what}, got {value!r}")
+    if knob.least is not None and (value <= knob.least if knob.positive else value < knob.least):
+        if knob.positive or knob.least == 1:
+            least = "positive" if knob.type is not int else "a positive integer"
+        elif knob.least == 0:
+            least = "zero or more"
+        else:
+            least = f"at least {knob.least}"
+        if knob.section == "identity" and knob.type is int and knob.least == 0:
+            least = "an integer >= 0"
+        raise ConfigError(f"{knob.name} must be {least}, got {value!r}")
+    if knob.choices and value not in knob.choices:
+        raise ConfigError(
+            f"{knob.name} must be {' or '.join(knob.choices)}, got {value!r}"
+            if len(knob.choices) == 2
+            else f"{knob.name} must be one of {', '.join(knob.choices)}, got {value!r}"
+        )
 
 
 def check_values(config: dict[str, Any]) -> None:
-    """Range checks of run and policy knobs, so a bad value fails before a run starts."""
+    """Range checks of every knob, so a bad value fails before a run starts."""
     from envs.policies import Activation, PolicyKind
 
-    def positive(key: str, value: Any, allow_zero: bool = False, allow_none: bool = False) -> None:
-        if value is None and allow_none:
-            return
-        if value is None or value < (0 if allow_zero else 1):
-            least = "zero or more" if allow_zero else "positive"
-            raise ConfigError(f"{key} must be {least}, got {value!r}")
-
-    positive("eval_every_timesteps", config.get("eval_every_timesteps"))
-    positive("eval_episodes", config.get("eval_episodes"))
-    positive("checkpoint_every", config.get("checkpoint_every"), allow_zero=True)
-    positive("max_episode_steps", config.get("max_episode_steps"), allow_none=True)
-    if config.get("sync") not in ("broadcast", "seeds"):
-        raise ConfigError(f"sync must be broadcast or seeds, got {config.get('sync')!r}")
+    for knob in KNOBS:
+        section, _, name = knob.name.rpartition(".")
+        holder = (config.get(section) or {}) if section else config
+        if name in holder:
+            check_knob(knob, holder[name])
     from envs.reward_shaping import RewardTransform, RewardTransformError
 
     try:
@@ -260,76 +331,286 @@ def check_values(config: dict[str, Any]) -> None:
         raise ConfigError(f"policy.discretize must be 0 or at least 2, got {discretize!r}")
 
 
-def complete_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Fill every ``None``/missing knob from the defaults and validate the whole config.
+# -- the completed config --------------------------------------------------------------------
 
-    Returns a new dict in which every knob has a concrete value (the record of
-    a run shows all of them). Raises :class:`ConfigError` naming a bad value.
-    """
-    from algorithms.registry import UnknownAlgorithmError, get_algorithm
-    from envs.registry import UnknownEnvError, resolve_env_id
+
+def cpu_count() -> int:
+    """CPUs this process may use (what ``workers: auto`` means)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+@dataclass
+class ResolvedConfig:
+    """A completed, validated run config and the source of every value in it."""
+
+    config: dict[str, Any]
+    #: dotted key (``params.sigma``) -> where the value came from
+    sources: dict[str, str] = field(default_factory=dict)
+    family: str = "es"
+
+    def rows(self) -> list[tuple[str, Any, str, bool]]:
+        """(dotted key, value, source, applies) for every knob, in display order."""
+        from algorithms.registry import get_algorithm
+
+        rows: list[tuple[str, Any, str, bool]] = []
+        seen = set()
+        for knob in KNOBS:
+            section, _, name = knob.name.rpartition(".")
+            holder = (self.config.get(section) or {}) if section else self.config
+            if name not in holder:
+                continue
+            seen.add(knob.name)
+            source = self.sources.get(knob.name, BUILT_IN)
+            rows.append((knob.name, holder[name], source, knob.applies_to(self.family)))
+        for key, value in sorted((self.config.get("policy") or {}).items()):
+            if f"policy.{key}" not in seen:
+                rows.append((f"policy.{key}", value, self.sources.get(f"policy.{key}", "?"), True))
+        class_name = get_algorithm(str(self.config["algo"])).Config.__name__
+        for key, value in (self.config.get("params") or {}).items():
+            source = self.sources.get(f"params.{key}", f"{class_name} default")
+            rows.append((f"params.{key}", value, source, True))
+        for key in sorted(self.config):
+            if key not in BY_NAME and key not in ("policy", "params"):
+                rows.append((key, self.config[key], self.sources.get(key, "?"), True))
+        return rows
+
+    def describe(self) -> str:
+        """The config as aligned ``key  value  source`` lines (``--print-config``)."""
+        algo = self.config["algo"]
+        rows = self.rows()
+        width = max(len(key) for key, *_ in rows)
+        values = [_show(value) for _, value, _, _ in rows]
+        value_width = min(max(len(v) for v in values), 28)
+        lines = [f"# {algo} on {self.config['env']}: every knob, its value and where it came from"]
+        for (key, _, source, applies), shown in zip(rows, values, strict=True):
+            note = "" if applies else f"  (not used by {algo})"
+            lines.append(f"{key:<{width}}  {shown:<{value_width}}  {source}{note}")
+        return "\n".join(lines)
+
+
+def _check_backend(backend: Any) -> None:
     from harness.parallel.backends import BACKENDS
 
-    config = copy.deepcopy(config)
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def build_run_config(
+    given: Mapping[str, Any],
+    *,
+    source: str | Mapping[str, str] = "command line",
+    overrides: Sequence[str] = (),
+    override_source: str = "--set",
+    refuse: Refuse = "given",
+    strict_keys: bool = False,
+) -> ResolvedConfig:
+    """The completed, validated config of one run, and where each value came from.
+
+    ``given``: top-level knobs (None: not given, take the default), optionally
+    ``policy`` and ``params`` dicts. ``source``: a label for all given values, or
+    one per key. ``overrides``: ``KEY=VALUE`` strings applied on top (labelled
+    ``override_source``). ``refuse``: see :data:`Refuse`. ``strict_keys``: refuse
+    top-level keys the schema does not know (Sacred's ``with``); otherwise they
+    are kept as they are (a stored config from an older harness).
+
+    Raises :class:`ConfigError` with one line naming the bad value.
+    """
+    from algorithms.registry import UnknownAlgorithmError, get_algorithm
+
+    def label(key: str) -> str:
+        return source if isinstance(source, str) else source.get(key, "given")
+
+    config = {k: copy.deepcopy(v) for k, v in given.items() if k not in ("policy", "params")}
+    policy = {k: v for k, v in (given.get("policy") or {}).items() if v is not None}
+    params = copy.deepcopy(dict(given.get("params") or {}))
+    sources: dict[str, str] = {k: label(k) for k, v in config.items() if v is not None}
+    sources.update({f"policy.{k}": label("policy") for k in policy})
+    sources.update({f"params.{k}": label("params") for k in params})
+    explicit_null: set[str] = set()
+
+    if strict_keys:
+        for key in config:
+            if key not in BY_NAME:
+                top = [k.name for k in KNOBS if "." not in k.name]
+                close = difflib.get_close_matches(key, top, n=3)
+                hint = f"; did you mean: {', '.join(close)}?" if close else ""
+                raise ConfigError(f"unknown config key {key!r}{hint}")
+
+    algo = config.get("algo") or BY_NAME["algo"].default
     try:
-        algo_cls = get_algorithm(str(config["algo"]))
+        algo_cls = get_algorithm(str(algo))
     except UnknownAlgorithmError as error:
         raise ConfigError(str(error)) from None
+    config["algo"] = algo
+    family = str(algo_cls.family)
+    class_default = f"{algo_cls.Config.__name__} default"
+
+    types_ = param_types(algo_cls.Config)
+    for assignment in overrides:
+        path, value = parse_assignment(assignment, types_)
+        section, _, name = path.rpartition(".")
+        if section == "params":
+            params[name] = value
+        elif section == "policy":
+            policy[name] = value
+        else:
+            config[name] = value
+        sources[path] = override_source
+        if value is None:
+            explicit_null.add(path)
+            if section == "policy":
+                policy.pop(name, None)
+
+    # Knobs this algorithm does not use: set aside, completed without them, then judged.
+    foreign: dict[str, Any] = {}
+    for knob in KNOBS:
+        if knob.applies_to(family):
+            continue
+        section, _, name = knob.name.rpartition(".")
+        holder = policy if section == "policy" else config
+        if knob.name in sources and (holder.get(name) is not None or knob.name in explicit_null):
+            if refuse == "given":
+                raise ConfigError(knob.not_applicable(str(algo), _families_text(knob)))
+            foreign[knob.name] = holder.pop(name, None)
+            sources.pop(knob.name)
+
+    # what runs
+    for knob in schema.knobs("identity"):
+        value = config.get(knob.name)
+        if value is None:
+            config[knob.name] = knob.default
+            if knob.default is not None:
+                sources[knob.name] = BUILT_IN
+            continue
+        if value == "auto" and knob.allow_auto:
+            config[knob.name] = cpu_count()
+            sources[knob.name] = f"{sources.get(knob.name, 'given')} (auto: this machine's CPUs)"
+            continue
+        check_knob(knob, value)
+    _check_backend(config["backend"])
+    from envs.registry import UnknownEnvError, resolve_env_id
+
     try:
         gym_id = resolve_env_id(str(config["env"]))
     except UnknownEnvError as error:
         raise ConfigError(str(error)) from None
-    for key in ("episodes", "workers"):
-        value = config.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{key} must be a positive integer, got {value!r}")
-    if config.get("backend") not in BACKENDS:
-        raise ConfigError(
-            f"unknown backend {config.get('backend')!r}; choose one of {', '.join(BACKENDS)}"
-        )
-    defaults = env_defaults(gym_id, str(config["algo"]), str(config["env"]))
+    layers = defaults_layers(gym_id, str(algo), str(config["env"]))
 
-    for key, (expected, _) in RUN_KEYS.items():
-        value = config.get(key)
-        if value is None:
-            value = defaults["run"].get(key)
-        config[key] = coerce(key, value, expected)
+    def from_layers(section: str, name: str) -> tuple[bool, Any, str]:
+        for layer_label, sections in reversed(layers):
+            if name in sections[section]:
+                return True, sections[section][name], layer_label
+        return False, None, ""
 
-    budget_given = any(config.get(k) is not None for k in BUDGET_KEYS[:3])
-    for key in BUDGET_KEYS:
-        if config.get(key) is None and not budget_given:
-            config[key] = defaults["budget"].get(key)
-        config.setdefault(key, None)
-        if config[key] is not None:
-            config[key] = coerce(
-                key, config[key], int if key in ("timesteps", "generations") else float
-            )
+    # run knobs
+    for knob in schema.knobs("run"):
+        # An explicit null keeps None where None means something (no step cap); elsewhere
+        # it asks for the default.
+        if config.get(knob.name) is not None or (knob.name in explicit_null and knob.nullable):
+            config[knob.name] = coerce(knob.name, config.get(knob.name), knob.type)
+            continue
+        found, value, where = from_layers("run", knob.name)
+        config[knob.name] = coerce(knob.name, value if found else knob.default, knob.type)
+        sources[knob.name] = where if found else BUILT_IN
 
-    given_policy = {k: v for k, v in (config.get("policy") or {}).items() if v is not None}
-    policy = {**defaults["policy"], **given_policy}
-    for key, value in policy.items():
+    # budget: the env's default budget applies only when the user gave none
+    budget_given = any(
+        config.get(k) is not None for k in ("timesteps", "generations", "time_limit")
+    )
+    for knob in schema.knobs("budget"):
+        value = config.get(knob.name)
+        if value is None and not budget_given and knob.name not in explicit_null:
+            found, value, where = from_layers("budget", knob.name)
+            if found and value is not None:
+                sources[knob.name] = where
+        config[knob.name] = coerce(knob.name, value, knob.type)
+
+    # policy
+    for key in policy:
         if key not in POLICY_KEYS:
             raise ConfigError(f"unknown policy key {key!r}; known: {', '.join(POLICY_KEYS)}")
-        policy[key] = coerce(f"policy.{key}", value, POLICY_KEYS[key][0])
-    config["policy"] = policy
+    completed_policy: dict[str, Any] = {}
+    for knob in schema.knobs("policy"):
+        if knob.key in policy:
+            value = policy[knob.key]
+        else:
+            found, value, where = from_layers("policy", knob.key)
+            if not found:
+                value, where = knob.default, BUILT_IN
+            sources[knob.name] = where
+        completed_policy[knob.key] = coerce(knob.name, copy.deepcopy(value), knob.type)
+    config["policy"] = completed_policy
 
-    params = {**defaults["params"], **(config.get("params") or {})}
-    instance = validate_params(params, algo_cls.Config, f"params of {config['algo']}")
+    # hyperparameters
+    merged: dict[str, Any] = {}
+    layer_of: dict[str, str] = {}
+    for layer_label, sections in layers:
+        for key, value in sections["params"].items():
+            merged[key], layer_of[key] = value, layer_label
+    merged.update(params)
+    if config.get("target_return") is None:
+        config["confirm_episodes"] = None  # nothing to confirm
+        sources["confirm_episodes"] = "no target_return: nothing to confirm"
+    per_worker = config.get("population_per_worker")
+    if per_worker is not None:
+        if "population" not in types_:
+            raise ConfigError(f"population_per_worker is for ES algorithms, not {algo}")
+        check_knob(BY_NAME["population_per_worker"], per_worker)
+        merged["population"] = per_worker * config["workers"]
+        sources["params.population"] = "population_per_worker x workers"
+    instance = validate_params(merged, algo_cls.Config, f"params of {algo}")
     config["params"] = dataclasses.asdict(instance)
+    for key in config["params"]:
+        sources.setdefault(f"params.{key}", layer_of.get(key, class_default))
 
+    # knobs set aside: judged against what the run uses without them
+    for name, value in foreign.items():
+        knob = BY_NAME[name]
+        section, _, key = name.rpartition(".")
+        holder = config["policy"] if section == "policy" else config
+        if value is not None and value != "auto":
+            value = coerce(name, value, knob.type)
+        if refuse == "changed" and value != holder.get(key):
+            raise ConfigError(knob.not_applicable(str(algo), _families_text(knob)))
+        if refuse == "never" and value is not None:
+            holder[key] = value
+            sources[name] = label(name)
+
+    _check_backend(config["backend"])
     check_values(config)
     try:
         algo_cls.check_config(config)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-
     from harness.budget import Budget
 
-    budget = Budget(*(config[k] for k in BUDGET_KEYS))
     try:
-        budget.validate()
+        Budget(*(config[k] for k in BUDGET_KEYS)).validate()
     except ValueError as error:
         raise ConfigError(str(error)) from None
     config.setdefault("sweep", None)
     config.setdefault("ray_address", None)
-    return config
+    return ResolvedConfig(config, sources, family)
+
+
+def complete_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Fill every ``None``/missing knob from the defaults and validate the whole config.
+
+    For callers that build a config themselves (benchmarks, reports, stored
+    configs): knobs that do not apply to the algorithm are kept, not refused.
+    Raises :class:`ConfigError` naming a bad value.
+    """
+    return build_run_config(config, source="given", refuse="never").config

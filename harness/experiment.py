@@ -5,14 +5,19 @@ Use it through ``harness run`` or Sacred's own command line::
     python -m harness.experiment with algo=optimes env=AntBulletEnv episodes=5
     python -m harness.experiment with lander algo=cma
 
-Missing knobs are filled from ``experiments/defaults.yaml`` by a config hook, so
-the stored ``config.json`` of a run holds every value that shaped it.
+The config scope is generated from :mod:`harness.schema` (every knob, its doc
+in ``print_config``), and a config hook completes it with
+:func:`harness.config.build_run_config`, as ``harness run`` does: missing knobs
+come from ``experiments/defaults.yaml``, so the stored ``config.json`` of a run
+holds every value that shaped it. Bad input is one ``harness: error:`` line and
+exit status 2; Sacred's INFO log is off unless ``-l INFO`` (``harness run -v``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import socket
 import sys
@@ -21,13 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from sacred import SETTINGS, Experiment
+from sacred.config.config_dict import ConfigDict
 from sacred.host_info import host_info_gatherer
 from sacred.observers import FileStorageObserver
 from sacred.serializer import flatten
-from sacred.utils import apply_backspaces_and_linefeeds
+from sacred.utils import SacredError, apply_backspaces_and_linefeeds
 
+from harness import schema
 from harness.checkpoint import atomic_write
-from harness.config import complete_config
+from harness.config import ConfigError, build_run_config
 
 # Worker processes and tqdm write to the real stderr; "sys" capture keeps them out of cout.txt.
 SETTINGS.CAPTURE_MODE = "sys"
@@ -41,41 +48,123 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0))
 
 
-ex = Experiment("es-harness", save_git_info=False, additional_host_info=[_cpu_count])
+#: Exit status of bad input, as ``harness run`` (harness.cli.EXIT_USAGE).
+EXIT_USAGE = 2
+
+
+class HarnessExperiment(Experiment):
+    """Sacred's Experiment whose command line reports bad input as one line, exit status 2.
+
+    Sacred prints a traceback and exits 1 for any exception while it builds a
+    run; on its command line (``python -m harness.experiment with ...``) a
+    :class:`~harness.config.ConfigError` or Sacred's own complaint about the
+    config (an unknown named config, say) is bad input like any other, so it
+    gets the same ``harness: error: ...`` line as ``harness run``. Called from
+    Python, the exception propagates.
+    """
+
+    command_line = False
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().run(*args, **kwargs)
+        except (ConfigError, SacredError) as error:
+            if not self.command_line:
+                raise
+            first = next((line for line in str(error).splitlines() if line.strip()), "")
+            print(f"harness: error: {first}", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE) from None
+
+
+ex = HarnessExperiment("es-harness", save_git_info=False, additional_host_info=[_cpu_count])
 ex.captured_out_filter = apply_backspaces_and_linefeeds  # type: ignore[assignment]
 
 
-@ex.config
-def base_config() -> None:
-    algo = "optimes"  # algorithm name (see `harness list`)
-    env = "LunarLanderContinuous"  # env short name or any gymnasium id
-    seed = 0  # run seed: every random choice derives from it
-    episodes = 1  # episodes per fitness evaluation (ES family)
-    workers = 1  # parallel evaluation workers (RL: parallel envs)
-    backend = "process"  # inline, process or ray
-    ray_address = None  # Ray cluster address (null: local instance or RAY_ADDRESS)
-    timesteps = None  # budget: training env steps
-    generations = None  # budget: generations (RL: rollout/update chunks)
-    time_limit = None  # budget: training wall-clock seconds
-    target_return = None  # stop once an evaluation's mean return reaches this
-    sweep = None  # name of the sweep that launched this run
-    policy = {"kind": None, "hidden_sizes": None, "activation": None, "discretize": None}
-    params = {}  # algorithm hyperparameters; missing ones from defaults.yaml
-    eval_every_timesteps = None  # evaluate the current policy every this many training steps
-    eval_episodes = None  # fresh seeded episodes per evaluation
-    checkpoint_every = None  # write a checkpoint every this many steps (generations/updates)
-    max_episode_steps = None  # training episode step cap (null: the env's own limit)
-    fail_on_env_error = None  # stop on an env exception or NaN; false scores it as worst
-    population_log_every = None  # log the population, the centre every N generations (0: off)
-    sync = None  # broadcast (centre each generation) or seeds (replicated, Algorithm 2)
+def _sacred_logger() -> logging.Logger:
+    """Sacred's log, quiet unless asked: WARNING by default, INFO with ``-v`` (or ``-l INFO``).
+
+    Sacred's default logger prints INFO lines (run started, the raw result dict)
+    on stderr for every run; ``harness run`` prints its own one-line outcome.
+    """
+    logger = logging.getLogger("harness.sacred")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s - es-harness - %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
+ex.logger = _sacred_logger()  # type: ignore[assignment]
+
+
+def set_verbose(verbose: bool) -> None:
+    """Show Sacred's INFO lines (``harness run -v``) or only its warnings."""
+    assert ex.logger is not None
+    ex.logger.setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+class _SchemaConfig(ConfigDict):
+    """Sacred's config scope generated from :mod:`harness.schema`, with each knob's doc."""
+
+    def __init__(self, values: dict[str, Any], docs: dict[str, str]) -> None:
+        super().__init__(values)
+        self.docs = docs
+
+    def __call__(self, fixed: Any = None, preset: Any = None, fallback: Any = None) -> Any:
+        summary = super().__call__(fixed, preset, fallback)
+        summary.docs.update(self.docs)
+        return summary
+
+
+# Every knob, at its built-in default; per-env knobs at None (the hook fills them per env).
+ex.configurations.append(_SchemaConfig(schema.sacred_defaults(), schema.sacred_docs()))
+
+#: Fingerprint of the config ``start_run`` built and validated (the hook does not redo it).
+_validated: str | None = None
+
+
+def _fingerprint(config: dict[str, Any]) -> str:
+    return json.dumps(config, sort_keys=True, default=str)
 
 
 @ex.config_hook
 def fill_defaults(config: dict[str, Any], command_name: str, logger: Any) -> dict[str, Any]:
-    """Complete and validate the config before any observer starts; return what it filled in."""
+    """Complete and validate the config before any observer starts; return what it filled in.
+
+    A config given through Sacred (``with KEY=VALUE``, named configs, ``ex.run``)
+    is built as ``harness run`` builds one; a knob the algorithm does not use may
+    hold only the value it would have anyway (Sacred's scope always holds one).
+    """
     given = {key: value for key, value in config.items() if not key.startswith("__")}
-    completed = complete_config(given)
-    return {key: value for key, value in completed.items() if given.get(key) != value}
+    if _validated is not None and _fingerprint(given) == _validated:
+        return {}
+    resolved = build_run_config(
+        given, source="Sacred config", refuse="changed", strict_keys=ex.command_line
+    )
+    return {key: value for key, value in resolved.config.items() if given.get(key) != value}
+
+
+def start_run(
+    config: dict[str, Any],
+    observers: list[Any],
+    command: str = "main",
+    verbose: bool = False,
+) -> Any:
+    """Run a completed, validated config (``build_run_config``) as a Sacred run.
+
+    ``observers`` replace the experiment's; returns the finished Sacred run.
+    """
+    global _validated
+    ex.observers = list(observers)
+    set_verbose(verbose)
+    _validated = _fingerprint(config)
+    try:
+        # "--force": the config is complete; Sacred would note every key the hook filled in.
+        return ex.run(command, config_updates=config, options={"--force": True})
+    finally:
+        _validated = None
 
 
 # GoodAI study: LunarLanderContinuous with the 18-parameter linear policy.
@@ -108,11 +197,13 @@ def main(
     ``policy`` and ``params`` are named so that Sacred accepts keys that a
     named config or ``with params.KEY=...`` adds inside them.
     """
-    from harness.runner import Trainer
+    from harness.runner import Trainer, process_started_at
 
     run_dir = _run_dir(_run)
     show_progress = os.environ.get("HARNESS_PROGRESS", "1") != "0"
-    trainer = Trainer(dict(_config), _run, run_dir, show_progress=show_progress)
+    trainer = Trainer(
+        dict(_config), _run, run_dir, show_progress, process_started_at=process_started_at()
+    )
     try:
         return trainer.train()
     finally:
@@ -349,6 +440,11 @@ EVAL_METRIC_NAMES = (
     "eval_return_std",
     "eval_timesteps",
     "eval_failed_episodes",
+    "confirm_return_mean",
+    "confirm_return_std",
+    "confirm_timesteps",
+    "confirm_passed",
+    "confirm_failed_episodes",
 )
 
 
@@ -395,13 +491,19 @@ def resume_run(
     _config: dict[str, Any], _run: Any, policy: dict[str, Any], params: dict[str, Any]
 ) -> dict[str, Any]:
     """Continue a run from its checkpoint (started by ``harness resume RUN_DIR``)."""
-    from harness.runner import Trainer
+    from harness.runner import Trainer, process_started_at
 
     observer = next((o for o in _run.observers if isinstance(o, ResumeObserver)), None)
     if observer is None:
         raise RuntimeError("resume_run continues a stored run: use `harness resume RUN_DIR`")
     show_progress = os.environ.get("HARNESS_PROGRESS", "1") != "0"
-    trainer = Trainer(dict(_config), _run, observer.run_dir, show_progress=show_progress)
+    trainer = Trainer(
+        dict(_config),
+        _run,
+        observer.run_dir,
+        show_progress,
+        process_started_at=process_started_at(),
+    )
     try:
         trainer.restore(observer.state, reopen=bool(observer.note.get("reopened")))
         return trainer.train()
@@ -409,7 +511,19 @@ def resume_run(
         trainer.close()
 
 
-if __name__ == "__main__":
-    if not any(flag in sys.argv for flag in ("-F", "--file_storage", "-m", "--mongo_db")):
+def command_line(argv: list[str] | None = None) -> int:
+    """``python -m harness.experiment [COMMAND] [with UPDATE...] [options]``: Sacred's CLI.
+
+    Runs go to ``runs/`` unless an observer option is given; bad input is one
+    ``harness: error:`` line and exit status 2; ``-l INFO`` shows Sacred's log.
+    """
+    argv = list(sys.argv if argv is None else argv)
+    if not any(flag in argv for flag in ("-F", "--file_storage", "-m", "--mongo_db")):
         ex.observers.append(make_observer("runs"))
-    ex.run_commandline()
+    ex.command_line = True
+    run = ex.run_commandline(argv)
+    return 0 if run is None or run.status == "COMPLETED" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(command_line())

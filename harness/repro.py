@@ -35,7 +35,8 @@ safe loader; unknown keys are an error)::
     interrupt_at: 5
 
 This checks the ES family, whose runs are deterministic by design. PPO and
-A2C are not expected to pass (their worker count is their number of envs).
+A2C repeat themselves at any worker count (their env count is ``n_envs``), but
+a resume restarts the episodes in flight: give them ``--checks repeat,workers``.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import schema
 from harness.checkpoint import INTERRUPT_ENV
 from harness.cli import UsageError, check_ray_address
-from harness.config import ConfigError, apply_overrides, complete_config, read_yaml
+from harness.config import ConfigError, build_run_config, read_yaml
 
 #: Left out of every comparison: they measure the machine, not the result.
 VARYING_METRICS = frozenset(
@@ -136,10 +138,12 @@ def _int(spec: dict[str, Any], key: str, default: int, least: int) -> int:
     return value
 
 
-def completed_config(spec: dict[str, Any], workers: int = 1) -> dict[str, Any]:
-    """The run config a spec describes (as ``harness run`` would build it)."""
-    from algorithms.registry import UnknownAlgorithmError, get_algorithm
+#: Spec keys that are knobs of ``harness run`` (given only when the spec has them).
+SPEC_KNOBS = ("algo", "env", "seed", "episodes", "backend", "ray_address")
 
+
+def completed_config(spec: dict[str, Any], workers: int = 1) -> dict[str, Any]:
+    """The run config a spec describes, built by ``build_run_config`` as ``harness run`` does."""
     budget = spec.get("budget") or {}
     if budget.get("time_limit") is not None:
         raise UsageError(
@@ -148,55 +152,29 @@ def completed_config(spec: dict[str, Any], workers: int = 1) -> dict[str, Any]:
         )
     if budget.get("timesteps") is None and budget.get("generations") is None:
         raise UsageError("check-repro needs a budget: --timesteps or --generations")
-    config: dict[str, Any] = {
-        "algo": spec.get("algo"),
-        "env": spec.get("env"),
-        "seed": _int(spec, "seed", 0, 0),
-        "episodes": _int(spec, "episodes", 1, 1),
-        "workers": workers,
-        "backend": spec.get("backend") or "process",
-        "ray_address": spec.get("ray_address"),
-        "timesteps": budget.get("timesteps"),
-        "generations": budget.get("generations"),
-        "time_limit": None,
-        "target_return": budget.get("target_return"),
-        "policy": {},
-        "params": {},
-    }
-    if not config["algo"] or not config["env"]:
+    if not spec.get("algo") or not spec.get("env"):
         raise UsageError("check-repro needs --algo and --env, --config FILE or --golden FILE")
+    given: dict[str, Any] = {key: spec.get(key) for key in SPEC_KNOBS}
+    given["workers"] = workers
+    given.update({key: budget.get(key) for key in BUDGET_FLAGS})
     try:
-        algo_cls = get_algorithm(str(config["algo"]))
-    except UnknownAlgorithmError as error:
-        raise UsageError(str(error)) from None
-    try:
-        config = apply_overrides(config, list(spec.get("set") or []), algo_cls.Config)
-        return complete_config(config)
+        resolved = build_run_config(
+            given, source="check-repro spec", overrides=list(spec.get("set") or [])
+        )
     except ConfigError as error:
         raise UsageError(str(error)) from None
+    return resolved.config
 
 
 def run_flags(spec: dict[str, Any], workers: int) -> list[str]:
-    """``harness run`` flags for a spec."""
-    flags = [
-        "--algo",
-        str(spec["algo"]),
-        "--env",
-        str(spec["env"]),
-        "--seed",
-        str(spec.get("seed", 0)),
-        "--episodes",
-        str(spec.get("episodes", 1)),
-        "--workers",
-        str(workers),
-        "--backend",
-        str(spec.get("backend") or "process"),
-    ]
-    if spec.get("ray_address"):
-        flags += ["--ray-address", str(spec["ray_address"])]
+    """``harness run`` flags for a spec: the knobs it gives, nothing the defaults would fill."""
+    flags = ["--workers", str(workers)]
+    for key in SPEC_KNOBS:
+        if spec.get(key) is not None:
+            flags += [str(schema.BY_NAME[key].flag), str(spec[key])]
     for key, value in (spec.get("budget") or {}).items():
         if value is not None:
-            flags += [f"--{key.replace('_', '-')}", str(value)]
+            flags += [str(schema.BY_NAME[key].flag), str(value)]
     for override in spec.get("set") or []:
         flags += ["--set", override]
     return flags
@@ -392,13 +370,24 @@ def golden_text(record: dict[str, Any]) -> str:
     return re.sub(r"\[\s+([-+\w.,\s]+?)\s+\]", join, text) + "\n"
 
 
+def _neutral(key: str, value: Any) -> bool:
+    """Whether a knob the golden file predates holds a value that leaves old runs as they were.
+
+    A knob added to the harness since the file was written is compared only when
+    this run moves it off its built-in default (or off null, "not in use").
+    """
+    knob = schema.BY_NAME.get(key)
+    return knob is not None and (value is None or value == knob.default)
+
+
 def compare_golden(
     golden: dict[str, Any], config: dict[str, Any], metrics: dict[str, Any]
 ) -> list[str]:
     """Differences between a run and a golden file (values within the rounding pass)."""
     lines = []
-    for key in sorted(set(config) | set(golden.get("config", {}))):
-        if key == "ray_address":
+    stored = golden.get("config", {})
+    for key in sorted(set(config) | set(stored)):
+        if key == "ray_address" or (key not in stored and _neutral(key, config[key])):
             continue
         if config.get(key) != golden["config"].get(key):
             lines.append(
@@ -406,7 +395,7 @@ def compare_golden(
                 f"{golden['config'].get(key)!r} in the golden file"
             )
     digits = int(golden.get("digits", GOLDEN_DIGITS))
-    stored = {
+    stored_metrics = {
         name: {"steps": m["steps"], "values": m["values"]} for name, m in golden["metrics"].items()
     }
     series = _series(metrics)
@@ -414,13 +403,14 @@ def compare_golden(
         name in golden["metrics"]
         and digest(steps, values, digits) == golden["metrics"][name]["sha256"]
         for name, (steps, values) in series.items()
-    ) and set(series) == set(stored)
+    ) and set(series) == set(stored_metrics)
     if not exact:
         rounded = {
             name: {"steps": steps, "values": [_round(v, digits) for v in values]}
             for name, (steps, values) in series.items()
         }
-        lines += diff_metrics(stored, rounded, "golden", "this run", rel_tol=10.0 ** (1 - digits))
+        tolerance = 10.0 ** (1 - digits)
+        lines += diff_metrics(stored_metrics, rounded, "golden", "this run", rel_tol=tolerance)
     return lines
 
 
@@ -436,15 +426,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write the golden file from this check instead of comparing",
     )
-    parser.add_argument("--algo", help="algorithm name")
-    parser.add_argument("--env", help="env short name or gymnasium id")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--episodes", type=int)
-    parser.add_argument("--backend", help="inline, process or ray (default process)")
-    parser.add_argument("--ray-address", default=None)
-    parser.add_argument("--timesteps", type=int)
-    parser.add_argument("--generations", type=int)
-    parser.add_argument("--target-return", type=float)
+    # No defaults shown: a flag not given comes from --config or the golden file's spec.
+    schema.add_flags(parser, (*SPEC_KNOBS, *BUDGET_FLAGS), show_defaults=False)
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -466,7 +449,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--checks",
         type=_checks,
         default=CHECKS,
-        help="comma-separated subset of repeat,workers,resume (default: all; PPO/A2C: repeat)",
+        help="comma-separated subset of repeat,workers,resume (default: all; PPO/A2C: "
+        "repeat,workers)",
     )
     parser.add_argument(
         "--keep", type=Path, help="keep the runs in this directory (default: a temporary one)"
@@ -530,10 +514,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--jobs must be positive, got {args.jobs}")
     from algorithms.registry import get_algorithm
 
-    if get_algorithm(config["algo"]).family == "rl" and args.checks != ("repeat",):
+    if get_algorithm(config["algo"]).family == "rl" and "resume" in args.checks:
         print(
-            "note: for PPO/A2C the worker count is the number of envs, and a resume "
-            "restarts the in-flight episodes; only `--checks repeat` is expected to pass"
+            "note: for PPO/A2C a resume restarts the in-flight episodes; "
+            "`--checks repeat,workers` is expected to pass"
         )
     golden = None
     if args.golden is not None and not args.update_golden:

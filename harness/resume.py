@@ -42,10 +42,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness import schema
 from harness.budget import Budget
 from harness.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-from harness.cli import UsageError, check_ray_address, positive, print_outcome
-from harness.config import BUDGET_KEYS, ConfigError, complete_config
+from harness.cli import UsageError, check_ray_address, print_outcome
+from harness.config import BUDGET_KEYS, ConfigError, build_run_config
 
 #: A RUNNING record from another host with a heartbeat younger than this is taken as alive.
 STALE_HEARTBEAT_S = 120.0
@@ -56,17 +57,19 @@ MUTABLE_KEYS = (*BUDGET_KEYS, "ray_address")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("\n\n", 1)[1] if __doc__ else None
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, RUNS_DIR/<id>")
-    budget = parser.add_argument_group(
-        "budget from here on (totals, as for `harness run`; given: replaces the stored one)"
-    )
-    budget.add_argument(
-        "--timesteps", type=positive(int, "timesteps"), help="training env steps in all"
-    )
-    budget.add_argument(
-        "--generations", type=positive(int, "generations"), help="generations in all"
-    )
-    budget.add_argument(
-        "--time-limit", type=positive(float, "time limit"), help="training seconds in all"
+    schema.add_flags(
+        parser,
+        ("timesteps", "generations", "time_limit"),
+        helps={
+            "timesteps": "training env steps in all",
+            "generations": "generations in all",
+            "time_limit": "training seconds in all",
+        },
+        titles={
+            "budget": "budget from here on (totals, as for `harness run`; given: replaces "
+            "the stored one)"
+        },
+        show_defaults=False,
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(
@@ -111,12 +114,15 @@ def _heartbeat_age_s(entry: dict[str, Any]) -> float | None:
 
 
 def _resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The stored config rebuilt as ``harness run`` builds one, with the new budget if given."""
     config = dict(stored)
-    given = {key: getattr(args, key) for key in ("timesteps", "generations", "time_limit")}
+    given = schema.given_by_flags(args, ("timesteps", "generations", "time_limit"))
+    sources = dict.fromkeys(config, "config.json")
     if any(value is not None for value in given.values()):
         config.update(given)
+        sources.update({key: "command line" for key, value in given.items() if value is not None})
     try:
-        return complete_config(config)
+        return build_run_config(config, source=sources, refuse="never").config
     except ConfigError as error:
         raise UsageError(f"stored config of {config.get('algo')}: {error}") from None
 
@@ -220,12 +226,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     plan = plan_resume(run_dir, args)
 
-    from harness.experiment import (
-        ResumeObserver,
-        ex,
-        lock_run_dir,
-        run_failure_message,
-    )
+    from harness.experiment import ResumeObserver, lock_run_dir, run_failure_message, start_run
 
     lock = lock_run_dir(run_dir)
     if lock is None:
@@ -240,13 +241,12 @@ def run(args: argparse.Namespace) -> int:
         lock,
         plan["note"],
     )
-    ex.observers = [observer]
     print(
         f"resuming run {run_dir.name} ({plan['status']}) from step "
         f"{plan['keep_through_step']}: {run_dir}"
     )
     try:
-        sacred_run = ex.run("resume_run", config_updates=plan["config"], options={"--force": True})
+        sacred_run = start_run(plan["config"], [observer], command="resume_run")
     except Exception as error:
         message = run_failure_message(error)
         if message is None:

@@ -11,6 +11,26 @@ written (the partial step is dropped) and Sacred records INTERRUPTED. A
 killed head (SIGKILL) leaves the last periodic checkpoint. ``harness resume``
 loads either, drops the metrics logged after it and re-does those steps, which
 for the ES family gives the same numbers as an uninterrupted run.
+
+Target return. With ``target_return`` R, a regular evaluation whose mean is at
+least R is a *crossing*; the policy is then evaluated again on
+``confirm_episodes`` fresh episodes (seeds from their own stream,
+:func:`algorithms.es_common.confirm_seeds`, so the regular evaluations keep their
+seeds), and the target is *reached* only if that mean also clears R. A failed
+confirmation lets training go on; the next crossing is confirmed again on new
+episodes. ``confirm_episodes: 0`` stops at the first crossing. The confirmation's
+time counts in ``wall_time_s``. ``summary.json`` records both times under ``target``.
+
+Where the time goes. The wall-clock is booked into parts (:data:`TIME_PARTS`):
+``setup`` (building the algorithm: the head's env and policy, starting workers)
+precedes training, and ``process_start`` (process creation to setup) precedes it
+when the caller passes the process's start; the other parts sum to
+``wall_time_s``. An algorithm's own ``time_counters`` (ES: worker start-up,
+stragglers at the generation barrier, head update, observation-statistics sync)
+are carved out of the step; the rest of a step is ``rollouts`` (for PPO/A2C,
+which report no parts, the whole step, gradient updates included). ``summary.json``
+holds the totals as ``time_breakdown``; each evaluation step logs the running
+totals as ``time_<part>_s`` metrics.
 """
 
 from __future__ import annotations
@@ -24,15 +44,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 from tqdm import tqdm
 
 from algorithms.base import Algorithm, RunContext, StepRecord
-from algorithms.es_common import eval_seeds
+from algorithms.es_common import confirm_seeds, eval_seeds
 from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env, resolve_env_id
@@ -63,6 +84,31 @@ COMMON_METRICS = (
     "bytes_from_workers",
 )
 CHECKPOINT_FORMAT = 1
+#: Parts of a run's wall-clock, in the order tables list them (see the module docstring).
+TIME_PARTS = (
+    "process_start",
+    "setup",
+    "worker_start",
+    "rollouts",
+    "stragglers",
+    "head_update",
+    "obs_sync",
+    "evaluation",
+    "confirmation",
+    "checkpoint",
+    "logging",
+    "other",
+)
+#: Parts that precede training: not inside ``wall_time_s``.
+STARTUP_PARTS = ("process_start", "setup")
+#: Metrics logged by each confirmation of a target return.
+CONFIRM_METRICS = (
+    "confirm_return_mean",
+    "confirm_return_std",
+    "confirm_timesteps",
+    "confirm_passed",
+    "confirm_failed_episodes",
+)
 
 
 @dataclass
@@ -80,6 +126,18 @@ class Progress:
     stop_reason: str | None = None
     #: CPU-seconds of the head and all its worker processes (see harness.cputime)
     cpu_seconds: float = 0.0
+    #: seconds per part of the wall-clock so far (TIME_PARTS, "other" left out)
+    time_breakdown: dict[str, float] = field(default_factory=dict)
+    #: confirmations run so far (the index of the next one's seed stream)
+    confirm_index: int = 0
+    #: {"timesteps", "wall_time_s"} of the first evaluation at or above the target
+    first_crossing: dict[str, Any] | None = None
+    #: {"timesteps", "wall_time_s", "return_mean", "episodes"} of the passed confirmation
+    confirmed: dict[str, Any] | None = None
+    #: the return by which the target counts as reached; None while it is not
+    reached: float | None = None
+    #: the target fields above before the final evaluation (undone with it on reopen)
+    final_target: dict[str, Any] | None = None
     #: (eval_index, last_eval, last_eval_step) before the evaluation done only because the
     #: budget ran out; a resume with a larger budget undoes it, as if the run had gone on.
     final_eval: tuple[int, float | None, int] | None = None
@@ -107,8 +165,21 @@ class Progress:
         if self.final_eval is not None:
             self.eval_index, self.last_eval, self.last_eval_step = self.final_eval
             self.final_eval = None
+        if self.final_target is not None:
+            for name, value in self.final_target.items():
+                setattr(self, name, value)
+            self.final_target = None
         self.stop_reason = None
         return undone
+
+    def target_state(self) -> dict[str, Any]:
+        """The target fields, as :attr:`final_target` keeps them."""
+        return {
+            "confirm_index": self.confirm_index,
+            "first_crossing": self.first_crossing,
+            "confirmed": self.confirmed,
+            "reached": self.reached,
+        }
 
 
 @contextlib.contextmanager
@@ -168,8 +239,17 @@ def build_algorithm(config: dict[str, Any]) -> Algorithm:
     return algo_cls(context, params)
 
 
+def process_started_at() -> float:
+    """When this process was created (Unix time): ``process_start`` is measured from it."""
+    return float(psutil.Process().create_time())
+
+
 class Trainer:
-    """Drives one algorithm to its budget and reports through a Sacred run (or not)."""
+    """Drives one algorithm to its budget and reports through a Sacred run (or not).
+
+    ``process_started_at`` (Unix time, :func:`process_started_at`): pass it where the
+    process was started for this run (the CLI) to book ``process_start``.
+    """
 
     def __init__(
         self,
@@ -177,7 +257,12 @@ class Trainer:
         run: Any = None,
         run_dir: Path | None = None,
         show_progress: bool = True,
+        process_started_at: float | None = None,
     ) -> None:
+        #: parts of the wall-clock before training (added to the progress when it starts)
+        self._startup: dict[str, float] = {}
+        if process_started_at is not None:
+            self._startup["process_start"] = max(0.0, time.time() - process_started_at)
         self.config = config
         self.run = run
         self.run_dir = run_dir
@@ -189,8 +274,12 @@ class Trainer:
         self._cpu_meter = CpuMeter()
         self._cpu_offset_s = 0.0  # a resumed run's CPU-seconds before this process
         self._cpu_sampled_at = 0.0
+        setup_started = time.perf_counter()
         with sigint_ignored():
             self.algorithm = build_algorithm(config)
+        self._startup["setup"] = time.perf_counter() - setup_started
+        self._train_started = time.perf_counter()
+        self._training_started_at: float | None = None  # Unix time, for `harness bench solve`
         self._snapshot: tuple[int, bytes] | None = None
         self._saved_step = -1
         self._checkpointable = True
@@ -239,20 +328,109 @@ class Trainer:
         p = self.progress
         episodes = int(self.config["eval_episodes"])
         seeds = eval_seeds(int(self.config["seed"]), p.eval_index, episodes)
-        returns = np.asarray(self.algorithm.evaluate_policy(seeds), dtype=np.float64)
-        # An episode an algorithm scored worst (fail_on_env_error=false) is counted, not averaged.
-        finite = returns[np.isfinite(returns)]
-        mean = float(finite.mean()) if finite.size else float("nan")
-        std = float(finite.std()) if finite.size else float("nan")
+        mean, std, failed = self._returns(seeds)
         p.eval_index += 1
         p.last_eval = mean
         p.last_eval_step = p.step
         self._log("eval_return_mean", mean)
         self._log("eval_return_std", std)
         self._log("eval_timesteps", float(p.timesteps))
-        if finite.size < returns.size:
-            self._log("eval_failed_episodes", float(returns.size - finite.size))
+        if failed:
+            self._log("eval_failed_episodes", float(failed))
         return mean, std
+
+    def _returns(self, seeds: list[int]) -> tuple[float, float, int]:
+        """Mean and std of the current policy's returns on ``seeds``, and the failed count."""
+        returns = np.asarray(self.algorithm.evaluate_policy(seeds), dtype=np.float64)
+        # An episode an algorithm scored worst (fail_on_env_error=false) is counted, not averaged.
+        finite = returns[np.isfinite(returns)]
+        mean = float(finite.mean()) if finite.size else float("nan")
+        std = float(finite.std()) if finite.size else float("nan")
+        return mean, std, int(returns.size - finite.size)
+
+    def confirm(self, episodes: int) -> bool:
+        """Evaluate again on ``episodes`` fresh episodes; True if their mean clears the target.
+
+        Every episode must finish: one that failed fails the confirmation.
+        """
+        p = self.progress
+        seeds = confirm_seeds(int(self.config["seed"]), p.confirm_index, episodes)
+        mean, std, failed = self._returns(seeds)
+        p.confirm_index += 1
+        passed = not failed and self.budget.crosses(mean)
+        self._log("confirm_return_mean", mean)
+        self._log("confirm_return_std", std)
+        self._log("confirm_timesteps", float(p.timesteps))
+        self._log("confirm_passed", float(passed))
+        if failed:
+            self._log("confirm_failed_episodes", float(failed))
+        if passed:
+            p.confirmed = {
+                "timesteps": p.timesteps,
+                "wall_time_s": self._elapsed(),
+                "return_mean": mean,
+                "episodes": episodes,
+            }
+            p.reached = mean
+        return passed
+
+    def _evaluate_and_confirm(self) -> None:
+        """A regular evaluation; at a crossing of the target, its confirmation."""
+        p = self.progress
+        with self._timed("evaluation"):
+            mean, _ = self.evaluate()
+        if p.reached is not None or not self.budget.crosses(mean):
+            return
+        if p.first_crossing is None:
+            p.first_crossing = {"timesteps": p.timesteps, "wall_time_s": self._elapsed()}
+        episodes = int(self.config.get("confirm_episodes") or 0)
+        if episodes == 0:
+            p.reached = mean  # confirmation switched off: the crossing is the target
+            return
+        with self._timed("confirmation"):
+            self.confirm(episodes)
+
+    # -- where the time goes ------------------------------------------------------
+    def _elapsed(self) -> float:
+        """Training seconds so far (what ``wall_time_s`` will say)."""
+        return time.perf_counter() - self._train_started
+
+    def _book(self, part: str, seconds: float) -> None:
+        breakdown = self.progress.time_breakdown
+        breakdown[part] = breakdown.get(part, 0.0) + seconds
+
+    @contextlib.contextmanager
+    def _timed(self, part: str) -> Iterator[None]:
+        """Book the block's wall-clock to ``part``, less what the algorithm booked itself.
+
+        The algorithm's ``time_counters`` (cumulative seconds per part) grow inside the
+        block; their growth goes to their own parts, the rest to ``part``.
+        """
+        counters: dict[str, float] = getattr(self.algorithm, "time_counters", None) or {}
+        before = dict(counters)
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - started
+            inner = 0.0
+            for name, value in counters.items():
+                grown = value - before.get(name, 0.0)
+                self._book(name, grown)
+                inner += grown
+            self._book(part, elapsed - inner)
+
+    def time_breakdown(self, wall_time_s: float | None = None) -> dict[str, float]:
+        """Seconds per part (:data:`TIME_PARTS`); the training parts sum to ``wall_time_s``.
+
+        ``other`` is what no part claims (loop bookkeeping); ``wall_time_s`` defaults to
+        the progress's.
+        """
+        wall = self.progress.wall_time_s if wall_time_s is None else wall_time_s
+        booked = dict(self.progress.time_breakdown)
+        training = sum(v for k, v in booked.items() if k not in STARTUP_PARTS)
+        booked["other"] = wall - training
+        return {part: booked[part] for part in TIME_PARTS if part in booked}
 
     # -- checkpointing --------------------------------------------------------
     def checkpoint_state(self) -> dict[str, Any]:
@@ -340,38 +518,49 @@ class Trainer:
         interval = int(self.config["eval_every_timesteps"])
         checkpoint_every = int(self.config["checkpoint_every"])
         bar = self._progress_bar()
-        started = time.perf_counter() - p.wall_time_s
+        for part, seconds in self._startup.items():
+            self._book(part, seconds)
+        self._startup = {}
+        self._training_started_at = time.time()
+        self._train_started = started = time.perf_counter() - p.wall_time_s
         if self.run_dir is not None:
             remove_stale_temporaries(self.run_dir)
-        self._commit(write=self._saved_step < 0)  # a fresh run can be resumed from step 0
+        with self._timed("checkpoint"):
+            self._commit(write=self._saved_step < 0)  # a fresh run can be resumed from step 0
         try:
             while p.stop_reason is None:
                 step_started = time.perf_counter()
-                record = self.algorithm.step()
+                with self._timed("rollouts"):
+                    record = self.algorithm.step()
                 self._step_s = time.perf_counter() - step_started
                 p.step += 1
-                self._log_population()
-                p.timesteps += record.timesteps
-                p.episodes += record.episodes
-                p.wall_time_s = time.perf_counter() - started
-                self._sample_cpu(force=False)
-                self._record(record)
+                with self._timed("logging"):
+                    self._log_population()
+                    p.timesteps += record.timesteps
+                    p.episodes += record.episodes
+                    p.wall_time_s = time.perf_counter() - started
+                    self._sample_cpu(force=False)
+                    self._record(record)
                 if p.timesteps >= p.next_eval_at:
-                    self.evaluate()
+                    self._evaluate_and_confirm()
                     p.next_eval_at = (p.timesteps // interval + 1) * interval
                     p.wall_time_s = time.perf_counter() - started
-                p.stop_reason = self.budget.exhausted(
-                    p.timesteps, p.step, p.wall_time_s, p.last_eval
-                )
+                p.stop_reason = self.budget.exhausted(p.timesteps, p.step, p.wall_time_s, p.reached)
                 if p.stop_reason is not None and p.last_eval_step != p.step:
                     p.final_eval = (p.eval_index, p.last_eval, p.last_eval_step)
-                    self.evaluate()
+                    p.final_target = p.target_state()
+                    self._evaluate_and_confirm()
+                    p.wall_time_s = time.perf_counter() - started
                     p.stop_reason = (
-                        self.budget.exhausted(p.timesteps, p.step, p.wall_time_s, p.last_eval)
+                        self.budget.exhausted(p.timesteps, p.step, p.wall_time_s, p.reached)
                         or p.stop_reason
                     )
-                self._commit(write=bool(checkpoint_every) and p.step % checkpoint_every == 0)
-                self._update_bar(bar, record)
+                with self._timed("logging"):
+                    if p.last_eval_step == p.step:
+                        self._log_time_breakdown()
+                    self._update_bar(bar)
+                with self._timed("checkpoint"):
+                    self._commit(write=bool(checkpoint_every) and p.step % checkpoint_every == 0)
                 if p.step == self._interrupt_at:
                     os.kill(os.getpid(), signal.SIGINT)
         except (KeyboardInterrupt, WorkerLostError):
@@ -380,8 +569,15 @@ class Trainer:
             raise
         finally:
             bar.close()
-        self._commit(write=True)
+        with self._timed("checkpoint"):
+            self._commit(write=True)
+        p.wall_time_s = time.perf_counter() - started
         return self.finish()
+
+    def _log_time_breakdown(self) -> None:
+        """The running totals per part, as ``time_<part>_s`` metrics at this step."""
+        for part, seconds in self.time_breakdown(self._elapsed()).items():
+            self._log(f"time_{part}_s", seconds)
 
     def _sample_cpu(self, force: bool) -> None:
         """Read the process tree's CPU time (at most once a second: it scans /proc)."""
@@ -409,26 +605,29 @@ class Trainer:
             )
 
     def _progress_bar(self) -> tqdm:
-        total = self.budget.timesteps
+        """A bar over whichever budget binds (timesteps, generations or seconds), with an ETA."""
+        p = self.progress
+        share, _ = self.budget.used(p.timesteps, p.step, p.wall_time_s)
         return tqdm(
-            total=total,
-            initial=min(self.progress.timesteps, total or 0) if total else 0,
-            unit="step",
-            unit_scale=True,
+            total=100.0,
+            initial=100.0 * share,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]",
             dynamic_ncols=True,
             file=sys.__stderr__,
             disable=not self.show_progress,
             desc=f"{self.config['algo']} {self.config['env']}",
         )
 
-    def _update_bar(self, bar: tqdm, record: StepRecord) -> None:
-        if bar.total:
-            bar.update(min(record.timesteps, max(bar.total - bar.n, 0)))
-        last = self.progress.last_eval
+    def _update_bar(self, bar: tqdm) -> None:
+        p = self.progress
+        share, binding = self.budget.used(p.timesteps, p.step, p.wall_time_s)
+        bar.update(max(100.0 * share - bar.n, 0.0))
+        last = p.last_eval
         bar.set_postfix(
-            gen=self.progress.step,
-            steps=self.progress.timesteps,
+            gen=p.step,
+            steps=p.timesteps,
             eval="-" if last is None else f"{last:.1f}",
+            budget=binding,
             refresh=False,
         )
 
@@ -446,6 +645,9 @@ class Trainer:
             "cpu_seconds": p.cpu_seconds,
             "final_eval_return": p.last_eval,
             "stop_reason": p.stop_reason,
+            "target": self.target_summary(),
+            "time_breakdown": self.time_breakdown(),
+            "training_started_at": self._training_started_at,
         }
         if self.run is not None:
             with tempfile.TemporaryDirectory() as tmp:
@@ -464,6 +666,14 @@ class Trainer:
                 for name in names:
                     self.run.add_artifact(str(folder / name), name)
         return summary
+
+    def target_summary(self) -> dict[str, Any] | None:
+        """The ``target`` block of ``summary.json``: None without a target return."""
+        target = self.budget.target_return
+        if target is None:
+            return None
+        p = self.progress
+        return {"return": target, "first_crossing": p.first_crossing, "confirmed": p.confirmed}
 
     def close(self) -> None:
         self.algorithm.close()

@@ -10,11 +10,11 @@ combination is one *cell*, one Sacred run::
       algo: [optimes, cma]          # required
       env: [CartPole]               # required
       seed: [0, 1, 2]               # default [0]
-      episodes: [1, 5]              # episodes per fitness; default [1]
-      workers: [1]                  # default [1]
+      episodes: [1, 5]              # episodes per fitness (ES family); default [1]
+      workers: [1]                  # default [1] (as harness run); "auto": this machine's CPUs
     budget:                         # any of timesteps, generations, time_limit, target_return
       timesteps: 20000              # (none: the env's default budget)
-    backend: inline                 # inline, process or ray; default process
+    backend: inline                 # inline, process or ray (ES family); default process
     jobs: 2                         # default for --jobs: cells run at once
     set:                            # --set overrides for every cell (run/policy/budget keys)
       - eval_every_timesteps=5000
@@ -23,8 +23,13 @@ combination is one *cell*, one Sacred run::
       ppo: [n_steps=256]
 
 Unknown keys are a usage error naming the key and the file. Each cell's
-config is built as ``harness run`` builds it (``apply_overrides`` then
-``complete_config``), so the whole file is validated before anything runs.
+config is built by :func:`harness.config.build_run_config`, as ``harness
+run`` builds one, so the whole file is validated before anything runs. The
+grid axes are the knobs :mod:`harness.schema` marks as such. File-wide
+settings reach the cells whose algorithm uses them: ``backend``, ES-only
+knobs in ``set`` and the ``episodes`` axis are not given to PPO/A2C cells
+(which get one cell per other combination, not one per K); in ``overrides``
+of an algorithm, a knob it does not use is an error.
 
 Cells run one subprocess each (``python -m harness.sweep --cell FILE``), so
 a crash of one cell does not stop the sweep; ``--jobs N`` runs N at once.
@@ -37,8 +42,9 @@ shrink a shipped study to this machine without editing it, e.g.
 
 Resumption. A cell is *done* when the runs directory holds a ``COMPLETED``
 run whose config equals the cell's completed config on every key except
-``ray_address`` (where a run executed is not what it computed); keys only one
-of the two has (a knob added to the harness since) are not compared. The sweep name
+``ray_address`` (where a run executed is not what it computed) and the knobs
+its algorithm does not use; keys only one of the two has (a knob added to the
+harness since) are not compared. The sweep name
 is part of that comparison, so a run is reused only by the sweep that made
 it; editing a hyperparameter, a budget or ``experiments/defaults.yaml`` makes
 the affected cells run again. ``FAILED``, ``INTERRUPTED`` and stale
@@ -79,12 +85,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import schema
 from harness.config import BUDGET_KEYS, ConfigError, read_yaml
 from harness.records import RunHeader, metrics_look_complete, scan_runs
 
 SWEEP_KEYS = ("name", "description", "grid", "budget", "backend", "jobs", "set", "overrides")
-GRID_KEYS = ("algo", "env", "seed", "episodes", "workers")
-GRID_DEFAULTS: dict[str, list[Any]] = {"seed": [0], "episodes": [1], "workers": [1]}
+#: Grid axes, from the knob schema; an axis left out takes the knob's built-in default.
+GRID_KEYS = schema.GRID_KEYS
+GRID_DEFAULTS: dict[str, list[Any]] = {
+    key: [schema.BY_NAME[key].default] for key in GRID_KEYS if key not in ("algo", "env")
+}
 #: Config keys left out of a cell's identity (see the module docstring).
 IGNORED_IN_IDENTITY = ("ray_address",)
 BOOKKEEPING_DIR = "_sweeps"
@@ -118,10 +128,10 @@ class Cell:
     @property
     def label(self) -> str:
         c = self.config
-        return (
-            f"{c['algo']} {c['env']} seed={c['seed']} episodes={c['episodes']} "
-            f"workers={c['workers']}"
-        )
+        family = _family(c["algo"])
+        uses_k = family is None or schema.BY_NAME["episodes"].applies_to(family)
+        episodes = f" episodes={c['episodes']}" if uses_k else ""
+        return f"{c['algo']} {c['env']} seed={c['seed']}{episodes} workers={c['workers']}"
 
 
 @dataclass
@@ -160,11 +170,37 @@ def _check_keys(data: dict[str, Any], known: tuple[str, ...], where: str, path: 
 
 
 def cell_identity(config: dict[str, Any]) -> dict[str, Any]:
-    """The knobs that make two runs the same cell: the completed config minus ``ray_address``."""
+    """The knobs that make two runs the same cell.
+
+    The completed config minus ``ray_address`` (where a run executed, not what
+    it computed) and minus the knobs the algorithm does not use (a sweep file's
+    ``backend`` once reached PPO cells; it never changed what they computed).
+    """
     identity = {k: v for k, v in config.items() if k not in IGNORED_IN_IDENTITY}
+    family = _family(config.get("algo"))
+    if family is not None:
+        for knob in schema.KNOBS:
+            if knob.applies_to(family):
+                continue
+            section, _, name = knob.name.rpartition(".")
+            holder = identity.get(section) if section else identity
+            if isinstance(holder, dict):
+                if section:
+                    holder = identity[section] = dict(holder)
+                holder.pop(name, None)
     # Through JSON, as config.json stores it: tuples become lists, key order is irrelevant.
     canonical: dict[str, Any] = json.loads(json.dumps(identity, sort_keys=True, default=str))
     return canonical
+
+
+def _family(algo: Any) -> str | None:
+    """The family of an algorithm name, or None for one this harness does not know."""
+    from algorithms.registry import UnknownAlgorithmError, get_algorithm
+
+    try:
+        return str(get_algorithm(str(algo)).family)
+    except UnknownAlgorithmError:
+        return None
 
 
 def cell_key(config: dict[str, Any]) -> str:
@@ -180,33 +216,49 @@ def build_cell_config(
     env: str,
     seed: int,
     episodes: int,
-    workers: int,
-    backend: str,
+    workers: Any,
+    backend: str | None,
     budget: dict[str, Any],
-    assignments: list[str],
+    common: list[str],
+    per_algo: list[str],
 ) -> dict[str, Any]:
-    """A cell's completed run config, built exactly as ``harness run`` builds one."""
-    from algorithms.registry import UnknownAlgorithmError, get_algorithm
-    from harness.config import apply_overrides, complete_config
+    """A cell's completed run config, built by ``build_run_config`` as ``harness run`` does.
 
-    config: dict[str, Any] = {
-        "algo": algo,
-        "env": env,
-        "seed": seed,
-        "episodes": episodes,
-        "workers": workers,
-        "backend": backend,
-        "ray_address": None,
-        "policy": {},
-        "params": {},
-        **{key: budget.get(key) for key in BUDGET_KEYS},
-    }
+    File-wide settings (``backend``, the ``set`` list, the ``episodes`` axis)
+    reach only the cells whose algorithm uses them; ``per_algo`` overrides are
+    the user's word for this algorithm, so a knob it does not use is an error.
+    """
+    from harness.config import build_run_config, param_types, parse_assignment
+
+    family = _family(algo) or "es"
+    given: dict[str, Any] = {"algo": algo, "env": env, "seed": seed, "workers": workers}
+    sources = dict.fromkeys(given, "sweep grid")
+    if schema.BY_NAME["episodes"].applies_to(family):
+        given["episodes"] = episodes
+        sources["episodes"] = "sweep grid"
+    if backend is not None and schema.BY_NAME["backend"].applies_to(family):
+        given["backend"] = backend
+        sources["backend"] = "sweep file backend"
+    for key in BUDGET_KEYS:
+        if budget.get(key) is not None:
+            given[key] = budget[key]
+            sources[key] = "sweep file budget"
+    from algorithms.registry import UnknownAlgorithmError, get_algorithm
+
     try:
-        algo_cls = get_algorithm(algo)
+        params = param_types(get_algorithm(algo).Config)
     except UnknownAlgorithmError as error:
         raise ConfigError(str(error)) from None
-    config = apply_overrides(config, assignments, algo_cls.Config)
-    config = complete_config(config)
+    shared = []
+    for assignment in common:
+        path, _ = parse_assignment(assignment, params)
+        knob = schema.BY_NAME.get(path)
+        if knob is None or knob.applies_to(family):
+            shared.append(assignment)
+    resolved = build_run_config(
+        given, source=sources, overrides=[*shared, *per_algo], override_source="sweep set"
+    )
+    config = resolved.config
     config["sweep"] = name
     return config
 
@@ -263,13 +315,15 @@ def load_sweep(
     axes = {key: _as_list(grid.get(key, GRID_DEFAULTS.get(key)), key, path) for key in GRID_KEYS}
     for key in ("seed", "episodes", "workers"):
         for value in axes[key]:
+            if key == "workers" and value == "auto":
+                continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise SweepError(f"{path}: grid.{key} entries must be integers, got {value!r}")
     budget = data.get("budget") or {}
     if not isinstance(budget, dict):
         raise SweepError(f"{path}: budget must be a mapping of {', '.join(BUDGET_KEYS)}")
     _check_keys(budget, BUDGET_KEYS, "budget.", path)
-    backend = data.get("backend", "process")
+    backend = data.get("backend")
     jobs = data.get("jobs", 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise SweepError(f"{path}: jobs must be a positive integer, got {jobs!r}")
@@ -293,6 +347,10 @@ def load_sweep(
     for seed, env, episodes, workers, algo in itertools.product(
         axes["seed"], axes["env"], axes["episodes"], axes["workers"], axes["algo"]
     ):
+        family = _family(algo)
+        uses_k = family is None or schema.BY_NAME["episodes"].applies_to(family)
+        if not uses_k and episodes != axes["episodes"][0]:
+            continue  # episodes per fitness means nothing to PPO/A2C: one cell, not one per K
         try:
             config = build_cell_config(
                 name=name,
@@ -301,9 +359,10 @@ def load_sweep(
                 seed=seed,
                 episodes=episodes,
                 workers=workers,
-                backend=str(backend),
+                backend=None if backend is None else str(backend),
                 budget=budget,
-                assignments=common + per_algo.get(str(algo), []),
+                common=common,
+                per_algo=per_algo.get(str(algo), []),
             )
         except ConfigError as error:
             raise SweepError(f"{path}: cell algo={algo} env={env}: {error}") from None
@@ -675,7 +734,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=V1,V2",
-        help="replace a grid axis (algo, env, seed, episodes, workers), e.g. seed=0,1",
+        help=f"replace a grid axis ({', '.join(GRID_KEYS)}), e.g. seed=0,1",
     )
     parser.add_argument(
         "--dry-run",
@@ -747,11 +806,12 @@ def _cell_main(argv: list[str]) -> int:
     parser.add_argument("--cell", required=True, help="JSON file with a completed run config")
     parser.add_argument("--runs-dir", required=True)
     args = parser.parse_args(argv)
-    from harness.cli import start_run
+    from harness.experiment import make_observer, start_run
 
     config = json.loads(Path(args.cell).read_text(encoding="utf-8"))
     try:
-        run = start_run(copy.deepcopy(config), Path(args.runs_dir))
+        # Sacred's INFO lines (run id, result) belong in the cell's log file.
+        run = start_run(copy.deepcopy(config), [make_observer(args.runs_dir)], verbose=True)
     except BaseException as error:
         # Sacred has recorded the run as FAILED or INTERRUPTED; name it for the sweep.
         from harness.experiment import ex

@@ -34,7 +34,7 @@ BUDGET = 1500
 
 
 def _is_timing(name: str) -> bool:
-    return name.endswith("_s") or name == "worker_seconds"
+    return name.endswith("_s") or name in ("worker_seconds", "cpu_seconds")
 
 
 def run_algorithm(
@@ -63,7 +63,7 @@ def run_algorithm(
         *sets,
         *extra,
     ]
-    if "--backend" not in extra:
+    if "--backend" not in extra and algo not in ("ppo", "a2c"):  # RL refuses ES-only flags
         argv += ["--backend", "inline"]
     assert cli.main(argv) == 0
     run_dir = only_run_dir(runs_dir)

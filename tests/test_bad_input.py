@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-RUN = ("run", "--algo", "optimes", "--env", "CartPole", "--generations", "2", "--backend", "inline")
+RUN = ("run", "--algo", "optimes", "--env", "CartPole", "--generations", "2")
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -36,6 +36,7 @@ def _assert_usage_error(result: subprocess.CompletedProcess[str], *named: str) -
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("harness: error: "), lines[0]  # one prefix everywhere
     for text in named:
         assert text in lines[0], (text, lines[0])
     assert result.stdout == ""
@@ -69,6 +70,23 @@ RUN_CASES = [
     (["--set", "policy.kind=cnn"], ["policy.kind", "'cnn'"]),
     (["--set", "eval_episodes=0"], ["eval_episodes", "0"]),
     (["--backend", "cluster"], ["'cluster'", "backend"]),
+    (["--seed", "-1"], ["seed", "-1"]),
+    (["--workers", "many"], ["workers", "'many'"]),
+    # knobs the algorithm does not use are refused, not ignored
+    (["--algo", "ppo", "--episodes", "5"], ["--episodes-per-fitness (episodes)", "ppo"]),
+    (["--algo", "a2c", "--episodes-per-fitness", "1"], ["episodes", "a2c"]),
+    (["--algo", "ppo", "--backend", "inline"], ["--backend", "ppo"]),
+    (["--algo", "ppo", "--set", "sync=seeds"], ["sync", "ppo"]),
+    (["--algo", "ppo", "--set", "policy.discretize=5"], ["policy.discretize", "ppo"]),
+    (["--algo", "ppo", "--set", "population_per_worker=4"], ["population_per_worker", "ppo"]),
+    # names users know elsewhere are suggested
+    (["--set", "popsize=10"], ["'popsize'", "did you mean: population"]),
+    (["--set", "lr=0.1"], ["'lr'", "learning_rate"]),
+    (["--algo", "cma", "--set", "sigma=0.5"], ["'sigma'", "sigma0"]),
+    (["--set", "sigma0=0.5"], ["'sigma0'", "did you mean: sigma"]),
+    (["--set", "num_envs=4"], ["'num_envs'", "--workers"]),
+    (["--algo", "ppo", "--set", "num_envs=4"], ["'num_envs'", "n_envs"]),
+    (["--set", "episodes=5"], ["'episodes'", "--episodes-per-fitness"]),
 ]
 
 

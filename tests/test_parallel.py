@@ -24,6 +24,8 @@ from harness.parallel.backends import (
     PoolEvaluator,
     ProcessEvaluator,
     WorkerLostError,
+    chunk_count,
+    chunk_size,
 )
 from harness.parallel.noise import NoiseSpec
 from harness.parallel.protocol import Broadcast, EvalTask
@@ -269,3 +271,40 @@ def test_workers_that_keep_dying_raise_worker_lost() -> None:
             evaluator.evaluate(broadcast, tasks)
     finally:
         evaluator.close()
+
+
+# -- scheduling -----------------------------------------------------------------------------
+def test_chunks_shrink_to_single_tasks() -> None:
+    sizes = []
+    remaining = 40
+    while remaining:
+        sizes.append(chunk_size(remaining, 2, 4))
+        remaining -= sizes[-1]
+    assert sum(sizes) == 40 and sizes == sorted(sizes, reverse=True)
+    assert sizes[0] == 5 and sizes[-4:] == [1, 1, 1, 1]  # the tail is one task at a time
+    assert chunk_count(40, 2, 4) == len(sizes)
+    assert chunk_count(3, 16, 4) == 3 and chunk_count(0, 2, 4) == 0
+
+
+def test_idle_shares_split_the_call() -> None:
+    """Worker start-up and barrier idle are parts of the call's wall-clock, not more."""
+    spec = policy_spec(SLOW["env"])
+    centre = np.zeros(spec.num_params, dtype=np.float32)
+    # one long task and many one-step ones: one worker idles at the barrier
+    tasks = [EvalTask(0, (0, 1), 200)] + [EvalTask(i, (i,), 1) for i in range(1, 9)]
+    evaluator = ProcessEvaluator(SLOW["env"], spec, None, 2)
+    try:
+        calls = []
+        for generation in range(2):  # fresh workers, then the same ones again
+            started = time.perf_counter()
+            results, stats = evaluator.evaluate(
+                Broadcast(generation, centre, 0.0, None, None), tasks
+            )
+            calls.append((time.perf_counter() - started, stats))
+            assert [r.task_id for r in results] == list(range(9))
+    finally:
+        evaluator.close()
+    for wall, stats in calls:
+        assert stats.worker_start_s >= 0 and stats.straggler_s > 0
+        assert stats.worker_start_s + stats.straggler_s <= wall
+    assert calls[1][1].worker_start_s == 0  # only a worker's first reply includes its start

@@ -1,34 +1,44 @@
-"""`harness report` end to end from a tiny real sweep, degenerate inputs, the UMAP rebuild."""
+"""`harness report` end to end from a tiny real sweep; the statistics rule, budget audit,
+settings, reproduce commands, anchors and scaling model; degenerate inputs; the model map."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import shlex
+import shutil
 import textwrap
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
 
-from harness.cli import main
+from harness.cli import build_parser, config_from_args, main
 from harness.parallel.noise import NoiseSpec, NoiseTable
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter, load_runs, read_population
-from harness.report.data import add_groups, eval_curves, scaling_frame
-from harness.report.umap_map import models_from_population
+from harness.report import anchors as anchor_mod
+from harness.report import audit, scaling, settings, stats
+from harness.report.data import GROUP, add_groups, common_budget, eval_curves, scores_at
+from harness.report.tables import score_table
+from harness.report.umap_map import models_from_population, pca
 from harness.sweep import load_sweep, run_sweep
+
+matplotlib.use("Agg")
 
 NOISE_SIZE = 200_000
 
 
-def _sweep_file(folder: Path, name: str, grid: str) -> Path:
+def _sweep_file(folder: Path, name: str, grid: str, budget: str = "timesteps: 2000") -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(
         textwrap.dedent(f"""\
         name: {name}
         grid: {{{grid}}}
         budget:
-          timesteps: 2000
+          {budget}
         backend: inline
         set: [eval_every_timesteps=500, eval_episodes=2]
         overrides:
@@ -61,8 +71,19 @@ def _add_population_log(run_dir: Path) -> None:
     writer.add_final_centre(centre)
     writer.save(run_dir / POPULATION_ARTIFACT)
     record = json.loads((run_dir / "run.json").read_text())
-    record["artifacts"].append(POPULATION_ARTIFACT)
+    if POPULATION_ARTIFACT not in record["artifacts"]:
+        record["artifacts"].append(POPULATION_ARTIFACT)
     (run_dir / "run.json").write_text(json.dumps(record))
+
+
+def _run_dirs(runs: Path) -> list[Path]:
+    return sorted(
+        (p for p in runs.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)
+    )
+
+
+def _config(run_dir: Path) -> dict:
+    return json.loads((run_dir / "config.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -77,27 +98,55 @@ def sweep_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             load_sweep(_sweep_file(folder, name, grid)), runs, jobs=2, progress=False
         )
         assert not result.failed, [(o.cell.label, o.detail) for o in result.failed]
-    first_optimes = next(
-        h
-        for h in sorted(runs.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else 0)
-        if h.name.isdigit() and json.loads((h / "config.json").read_text())["algo"] == "optimes"
-    )
+    first_optimes = next(h for h in _run_dirs(runs) if _config(h)["algo"] == "optimes")
     _add_population_log(first_optimes)
     return runs
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real optimes run of 2 generations: a much smaller budget than the sweep's."""
+    folder = tmp_path_factory.mktemp("short")
+    runs = folder / "runs"
+    grid = "algo: [optimes], env: [CartPole], seed: [0]"
+    sweep = load_sweep(_sweep_file(folder, "short", grid, budget="generations: 2"))
+    result = run_sweep(sweep, runs, jobs=1, progress=False)
+    assert not result.failed
+    return runs
+
+
+def _table_rows(markdown: str, header_start: str) -> list[dict[str, str]]:
+    """The rows of the first Markdown table whose header starts with ``header_start``."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+def _section(markdown: str, title: str) -> str:
+    start = markdown.index(f"## {title}")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start : end if end > 0 else None]
 
 
 def test_report_end_to_end(
     sweep_runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "report"
-    assert main(["report", str(sweep_runs), "--out", str(out), "--umap-runs", "1"]) == 0
+    assert main(["report", str(sweep_runs), "--out", str(out), "--map-runs", "1"]) == 0
     assert "report.md" in capsys.readouterr().out
     expected = {
         "report.md",
         "report.html",
         "runs.csv",
         "summary.csv",
-        "final_scores.png",
+        "scores_common_budget.png",
         "eval_vs_timesteps.png",
         "eval_vs_wallclock.png",
         "episodes_per_fitness.png",
@@ -106,28 +155,85 @@ def test_report_end_to_end(
     }
     names = {p.name for p in out.iterdir()}
     assert expected <= names, expected - names
-    umaps = [n for n in names if n.startswith("umap_")]
-    assert len(umaps) == 1 and not umaps[0].startswith("umap_final")
+    maps = [n for n in names if n.startswith(("map_", "umap_"))]
+    assert len(maps) == 1 and maps[0].startswith("map_") and "final" not in maps[0]
 
     markdown = (out / "report.md").read_text()
+    # the title line states n and the budget
+    title = markdown.splitlines()[0]
+    assert title.startswith("# ") and "n=1-2 runs per group" in title and "budget 2k" in title
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)
     assert set(images) == {n for n in names if n.endswith(".png")}
     for png in images:
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # tables: final scores with IQM and intervals, probability of improvement, scaling
-    assert "| env | algorithm | runs | seeds |" in markdown and "IQM 95% CI" in markdown
-    assert "P(X > Y)" in markdown
-    assert "optimes k=1" in markdown and "cma k=2" in markdown
-    assert "efficiency" in markdown and "speed-up" in markdown
     # every caption names env, budget, seeds and machine
     assert "CartPole (CartPole-v1) · budget 2k timesteps · seeds 0, 1 · Linux" in markdown
 
+    # groups of 2 runs: no interval, no IQM, in both score tables
+    for title_text in ("Scores at the common budget", "Scores at the end of each run"):
+        rows = _table_rows(_section(markdown, title_text), "| env | group | n |")
+        assert {r["group"] for r in rows} == {
+            "cma k=1 w=1",
+            "cma k=2 w=1",
+            "optimes k=1 w=1",
+            "optimes k=1 w=2",
+            "optimes k=2 w=1",
+        }
+        for row in rows:
+            assert int(row["n"]) <= 2
+            assert row["mean 95% CI"] == row["IQM"] == row["IQM 95% CI"] == "n too small"
+            assert float(row["mean"]) == pytest.approx(float(row["mean"]))
+
+    # P(X > Y): exactly the pairs that differ in one of algorithm, k, W
+    pairs = _table_rows(_section(markdown, "Scores at the common budget"), "| env | X | Y |")
+    listed = {(r["X"], r["Y"], r["differ in"]) for r in pairs}
+    assert listed == {
+        ("cma k=1 w=1", "cma k=2 w=1", "k"),
+        ("cma k=1 w=1", "optimes k=1 w=1", "algorithm"),
+        ("cma k=2 w=1", "optimes k=2 w=1", "algorithm"),
+        ("optimes k=1 w=1", "optimes k=1 w=2", "W"),
+        ("optimes k=1 w=1", "optimes k=2 w=1", "k"),
+    }
+    assert all(r["95% CI"] == "n too small" for r in pairs)
+
+    # conclusions: one line per env, inconclusive at n <= 2
+    conclusions = _section(markdown, "Conclusions")
+    line = next(x for x in conclusions.splitlines() if x.startswith("- **CartPole**"))
+    assert "common budget" in line and "common wall-clock" in line
+    assert "inconclusive at n=" in line or " tie at " in line
+
+    # settings: the differing columns only; the appendix has every key
+    settings_rows = _table_rows(_section(markdown, "Settings behind every curve"), "| env |")
+    assert {r["k"] for r in settings_rows} == {"1", "2"} and {r["W"] for r in settings_rows} == {
+        "1",
+        "2",
+    }
+    assert "backend" not in settings_rows[0]  # inline everywhere: not a difference
+    appendix = _section(markdown, "Appendix A: every setting of every group")
+    assert "| params.population |" in appendix and "| policy.kind |" in appendix
+
+    # budgets table with requested and used, CPU-seconds and cores
+    budget_rows = _table_rows(_section(markdown, "Budgets: requested and used"), "| env |")
+    assert all(r["requested"] == "2k timesteps" and r["cores"] for r in budget_rows)
+
+    # anchors: CartPole's solved threshold is drawn on the timesteps figure
+    curves = _section(markdown, "Evaluation return against timesteps")
+    anchor_rows = _table_rows(curves, "| env | anchor |")
+    assert [r["anchor"] for r in anchor_rows] == ["solved 475"]
+    assert "reward_threshold=475.0" in anchor_rows[0]["source"]
+
+    # reproduce commands: one per run
+    commands = re.findall(r"^harness run .*$", markdown, flags=re.MULTILINE)
+    assert len(commands) == 9
+
     html = (out / "report.html").read_text()
-    sources = re.findall(r'src="([^"]*)"', html)
+    sources = re.findall(r'<img src="([^"]*)"', html)
     assert len(sources) == len(images) and all(
         s.startswith("data:image/png;base64,") for s in sources
     )
     assert "<table>" in html and "http" not in html.replace("http-equiv", "")
+    for fragment in re.findall(r'href="#([^"]+)"', html):
+        assert f'id="{fragment}"' in html, fragment
 
     table = load_runs([sweep_runs])
     tidy = pd.read_csv(out / "runs.csv")
@@ -144,18 +250,343 @@ def test_report_end_to_end(
     } <= set(tidy.columns)
     summary = pd.read_csv(out / "summary.csv")
     assert len(summary) == 9 and set(summary["sweep"]) == {"tiny", "tiny_w2"}
+    assert {"group", "score_common_timesteps", "cpu_seconds"} <= set(summary.columns)
+
+
+def test_reproduce_commands_rebuild_each_runs_config(sweep_runs: Path) -> None:
+    for run_dir in _run_dirs(sweep_runs):
+        config = _config(run_dir)
+        command = settings.reproduce_command(config)
+        argv = shlex.split(command)
+        assert argv[:2] == ["harness", "run"]
+        rebuilt = config_from_args(build_parser().parse_args(argv[1:]))
+        family = settings._family(config["algo"])
+        for key, value in config.items():
+            if key == "sweep" or not settings._applies(key, family):
+                continue
+            assert rebuilt[key] == value, (run_dir.name, key, command)
+
+
+def test_set_values_read_back_as_written() -> None:
+    from harness.config import parse_value
+
+    for value in (1e-05, 3e-4, 0.1 + 0.2, 1e20, 2.0, True, None, [64, 64], "adam"):
+        assert parse_value(settings._yaml_value(value)) == value
 
 
 def test_report_of_one_run_still_has_a_table(sweep_runs: Path, tmp_path: Path) -> None:
     out = tmp_path / "single"
-    assert main(["report", str(sweep_runs / "1"), "--out", str(out), "--umap-runs", "0"]) == 0
+    one = _run_dirs(sweep_runs)[0]
+    assert main(["report", str(one), "--out", str(out), "--map-runs", "0"]) == 0
     markdown = (out / "report.md").read_text()
-    assert "| env | algorithm | runs |" in markdown
-    assert "Probability of improvement needs two algorithms" in markdown
+    assert "(n=1 run per group" in markdown.splitlines()[0]
+    assert "no two groups on one env differ" in markdown
     assert "Not compared" in markdown and "Not measured" in markdown
-    row = next(line for line in markdown.splitlines() if line.startswith("| CartPole |"))
-    assert "| 1 | 0 |" in row and "—" in row  # one run, seed 0, no interval
-    assert "one run per group: no interval" in markdown or (out / "eval_vs_timesteps.png").exists()
+    row = _table_rows(_section(markdown, "Scores at the common budget"), "| env | group | n |")
+    assert len(row) == 1 and row[0]["n"] == "1" and row[0]["seeds"] == "0"
+    assert row[0]["mean 95% CI"] == "n too small" and row[0]["IQM"] == "n too small"
+    assert (out / "eval_vs_timesteps.png").exists()
+    assert "only " in _section(markdown, "Conclusions") and "nothing to compare" in markdown
+
+
+def test_unequal_budgets_warn_at_the_top(sweep_runs: Path, short_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mixed"
+    assert (
+        main(["report", str(sweep_runs), str(short_run), "--out", str(out), "--map-runs", "0"]) == 0
+    )
+    markdown = (out / "report.md").read_text()
+    intro_at = markdown.index("Generated by")
+    warnings_at = markdown.index("> **Warnings**")
+    assert warnings_at < intro_at  # before anything else
+    block = markdown[warnings_at:intro_at]
+    assert "asked for different budgets" in block and "2 generations" in block
+    assert re.search(r"groups used timesteps differing by \+\d+%", block)
+    # the short run is its own group (a different budget), never averaged with the others
+    summary = pd.read_csv(out / "summary.csv")
+    short = summary[summary["sweep"] == "short"]
+    assert len(short) == 1
+    short_group = short["group"].iloc[0]
+    assert short_group not in set(summary.loc[summary["sweep"] != "short", "group"])
+    settings_rows = _table_rows(_section(markdown, "Settings behind every curve"), "| env |")
+    budgets = {r["group"]: r["budget"] for r in settings_rows}
+    assert budgets[short_group] == "2 generations"
+    assert {v for g, v in budgets.items() if g != short_group} == {"2k timesteps"}
+    # scores are compared at the short run's last evaluation; a run that had not evaluated
+    # by then has no score there (never one extrapolated)
+    found = re.search(r"\(CartPole: ([\d.]+)(k?) timesteps\)", markdown)
+    assert found is not None
+    common = float(found.group(1)) * (1000 if found.group(2) else 1)
+    table = load_runs([sweep_runs, short_run])
+    evals = table.steps[table.steps["eval_return_mean"].notna()]
+    last_eval = evals[evals["run_dir"] == short["run_dir"].iloc[0]]["timesteps"].max()
+    assert common == pytest.approx(last_eval, rel=0.01)
+    assert common < summary.loc[summary["sweep"] != "short", "final_timesteps"].min()
+    first_eval = evals.groupby("run_dir")["timesteps"].min()
+    for run_dir, score in zip(summary["run_dir"], summary["score_common_timesteps"], strict=True):
+        assert math.isnan(score) == (first_eval[run_dir] > last_eval)
+
+    html = (out / "report.html").read_text()
+    assert html.index('class="warnings"') < html.index("Generated by")
+
+
+def test_budget_warnings_name_overruns_and_spreads() -> None:
+    runs = pd.DataFrame(
+        {
+            "run": ["a", "b", "c", "d"],
+            "env": ["Ant"] * 4,
+            GROUP: ["cma k=1", "cma k=1", "nevergrad-es k=5", "nevergrad-es k=5"],
+            "budget_timesteps": [150_000.0] * 4,
+            "budget_generations": [math.nan] * 4,
+            "budget_time_limit": [math.nan] * 4,
+            "budget_target_return": [math.nan] * 4,
+            "final_timesteps": [153_046.0, 153_000.0, 247_142.0, 200_000.0],
+            "final_wall_time_s": [36.5, 36.0, 58.2, 50.0],
+        }
+    )
+    lines = audit.budget_warnings(runs)
+    overrun = [w for w in lines if "overran" in w]
+    assert len(overrun) == 1 and "nevergrad-es k=5" in overrun[0] and "+65%" in overrun[0]
+    assert any("timesteps differing by" in w for w in lines)
+    even = runs.assign(final_timesteps=[150_500.0] * 4, final_wall_time_s=[36.0] * 4)
+    assert audit.budget_warnings(even) == []
+
+
+def test_statistics_follow_the_number_of_runs() -> None:
+    scores = {"two": [1.0, 2.0], "three": [1.0, 2.0, 4.0], "four": [1.0, 2.0, 4.0, 8.0]}
+    runs = pd.DataFrame(
+        [
+            {"run": f"{g}{i}", "env": "E", GROUP: g, "seed": i, "score": v}
+            for g, values in scores.items()
+            for i, v in enumerate(values)
+        ]
+    )
+    frame = stats.score_frame(runs, "score").set_index(GROUP)
+    assert math.isnan(frame.at["two", "mean_low"]) and math.isnan(frame.at["two", "iqm"])
+    assert (
+        frame.at["three", "mean_low"] <= frame.at["three", "mean"] <= frame.at["three", "mean_high"]
+    )
+    assert math.isnan(frame.at["three", "iqm"])
+    assert frame.at["four", "iqm"] == pytest.approx(3.0)  # middle half of 1, 2, 4, 8
+    assert frame.at["four", "iqm_low"] <= 3.0 <= frame.at["four", "iqm_high"]
+    shown = score_table(frame.reset_index()).set_index("group")
+    assert shown.loc["two", ["mean 95% CI", "IQM", "IQM 95% CI"]].tolist() == ["n too small"] * 3
+    assert shown.loc["three", "mean 95% CI"].startswith("[")
+    assert shown.loc["three", "IQM"] == "n too small"
+    assert shown.loc["four", "IQM"] == "3.0" and shown.loc["four", "IQM 95% CI"].startswith("[")
+
+
+def test_lead_is_called_only_when_intervals_separate() -> None:
+    far = {"a": stats.group_stats([10.0, 11, 12]), "b": stats.group_stats([1.0, 2, 3])}
+    assert "a ahead at n=3" in stats.lead_text(far, "at 1k timesteps")
+    near = {"a": stats.group_stats([1.0, 5, 9]), "b": stats.group_stats([0.0, 4, 8])}
+    assert "inconclusive at n=3" in stats.lead_text(near, "at 1k timesteps")
+    small = {"a": stats.group_stats([10.0, 11]), "b": stats.group_stats([1.0, 2])}
+    assert "inconclusive at n=2" in stats.lead_text(small, "at 1k timesteps")
+
+
+def test_one_factor_pairs_only() -> None:
+    rows = [
+        ("optimes k=1", "optimes", 1, 1),
+        ("optimes k=5", "optimes", 5, 1),
+        ("cma k=1", "cma", 1, 1),
+        ("cma k=5 w=2", "cma", 5, 2),
+    ]
+    runs = pd.DataFrame(
+        [
+            {"env": "E", GROUP: g, "algo": a, "episodes_per_fitness": k, "workers": w}
+            for g, a, k, w in rows
+        ]
+    )
+    pairs = {(x, y, f) for _, x, y, f in stats.one_factor_pairs(runs)}
+    assert pairs == {
+        ("cma k=1", "optimes k=1", "algorithm"),
+        ("optimes k=1", "optimes k=5", "k"),
+    }
+
+
+def test_iqm_and_curve_statistics_equal_rliables() -> None:
+    from rliable import metrics
+
+    rng = np.random.default_rng(3)
+    for n in (3, 4, 5, 8, 9):
+        scores = rng.normal(size=(n, 1))
+        assert stats.iqm(scores) == pytest.approx(metrics.aggregate_iqm(scores))
+        curve = rng.normal(size=(n, 1, 7))
+        expected = [metrics.aggregate_iqm(curve[..., f]) for f in range(7)]
+        np.testing.assert_allclose(stats.curve_statistic("iqm")(curve), expected)
+        np.testing.assert_allclose(
+            stats.curve_statistic("mean")(curve),
+            [metrics.aggregate_mean(curve[..., f]) for f in range(7)],
+        )
+
+
+def test_scores_at_the_common_budget() -> None:
+    runs = add_groups(
+        pd.DataFrame(
+            {
+                "run": ["a", "b"],
+                "env": ["E", "E"],
+                "algo": ["x", "y"],
+                "seed": [0, 0],
+                "episodes_per_fitness": [1, 1],
+                "workers": [1, 1],
+            }
+        )
+    )
+    steps = pd.DataFrame(
+        {
+            "run": ["a"] * 3 + ["b"] * 2,
+            "timesteps": [100.0, 200.0, 300.0, 100.0, 250.0],
+            "eval_return_mean": [1.0, 2.0, 3.0, 10.0, 40.0],
+        }
+    )
+    budget = common_budget(steps, runs, "timesteps")
+    assert budget == {"E": 250.0}
+    np.testing.assert_allclose(scores_at(steps, runs, "timesteps", budget), [2.5, 40.0])
+    cut = eval_curves(steps, runs, "timesteps", until=budget)
+    assert cut["timesteps"].max() == 250.0
+    assert cut.loc[cut["run"] == "a", "eval_return_mean"].iloc[-1] == pytest.approx(2.5)
+
+
+def test_anchor_file_and_drawing() -> None:
+    import matplotlib.pyplot as plt
+
+    anchors = anchor_mod.load_anchors()
+    by_id = {(a.gym_id, a.label): a for a in anchors}
+    assert by_id[("AntBulletEnv-v0", "rl-zoo PPO")].value == pytest.approx(2865.922)
+    assert by_id[("AntBulletEnv-v0", "rl-zoo A2C")].timesteps == 2_000_000
+    assert by_id[("LunarLanderContinuous-v3", "rl-zoo PPO")].timesteps == 1_000_000
+    assert by_id[("LunarLanderContinuous-v3", "solved")].value == 200
+    assert by_id[("AntBulletEnv-v0", "solved")].value == 2500
+    assert all(a.source for a in anchors)
+    runs = pd.DataFrame(
+        {"env": ["PendulumPO", "Pendulum"], "gym_id": ["Pendulum-v1", "Pendulum-v1"]}
+    )
+    assert anchor_mod.anchors_for(anchors, runs, "PendulumPO") == []  # zoo's is fully observed
+    assert [a.label for a in anchor_mod.anchors_for(anchors, runs, "Pendulum")] == ["rl-zoo PPO"]
+
+    lander = [a for a in anchors if a.gym_id == "LunarLanderContinuous-v3"]
+    fig, ax = plt.subplots()
+    ax.plot([0, 1_200_000], [-200, 250])
+    handles = anchor_mod.draw_anchors(ax, lander, x_max=1_200_000)
+    assert len(handles) == len(lander)
+    assert any(getattr(h, "get_xdata", lambda: [])()[0] == 1_000_000 for h in handles)
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    ax.plot([0, 150_000], [0, 400])  # the Ant curves of a short run: anchors far above
+    ant = [a for a in anchors if a.gym_id == "AntBulletEnv-v0"]
+    handles = anchor_mod.draw_anchors(ax, ant, x_max=150_000)
+    labels = [h.get_label() for h in handles]
+    assert "rl-zoo PPO 2,866 at 2M steps (above the plot)" in labels
+    assert len(labels) == len(ant) and ax.get_ylim()[1] < 1000  # the curves keep the scale
+    plt.close(fig)
+
+
+def test_scaling_model_from_the_w1_breakdown() -> None:
+    rows = []
+    for w, rate, ttt in (
+        (1, 1000.0, 40.0),
+        (1, 1000.0, 44.0),
+        (2, 1800.0, 24.0),
+        (4, 3000.0, 15.0),
+    ):
+        rows.append(
+            {
+                "run": f"r{w}{rate}{ttt}",
+                "env": "E",
+                "algo": "optimes",
+                "episodes_per_fitness": 1,
+                "backend": "process",
+                "workers": w,
+                "steps_per_s": rate,
+                "host_cpu_count": 2.0,
+                "time.setup": 5.0,  # before training: outside the model
+                "time.rollouts": 8.0 if w == 1 else math.nan,
+                "time.head_update": 1.0 if w == 1 else math.nan,
+                "time.evaluation": 1.0 if w == 1 else math.nan,
+                "time_to_target_s": ttt,
+                "time_to_target_kind": "confirmed",
+            }
+        )
+    frame = scaling.scaling_frame(pd.DataFrame(rows))
+    assert scaling.serial_fraction(frame) == pytest.approx(0.2)
+    model = scaling.model_frame(frame).set_index("workers")
+    assert model.at[2, "model_speedup"] == pytest.approx(1 / (0.2 + 0.8 / 2))
+    assert model.at[4, "ideal_steps_per_s"] == pytest.approx(4000.0)
+    assert model.at[1, "time_to_target_s"] == pytest.approx(42.0)
+    assert model.at[4, "model_time_to_target_s"] == pytest.approx(42.0 * (0.2 + 0.8 / 4))
+    shown = scaling.scaling_table(scaling.model_frame(frame))
+    assert shown["W"].tolist() == ["1", "2", "4 (> cores)"]
+    assert shown["time to target s (median)"].iloc[0] == "42.0 (confirmed)"
+    assert scaling.scaling_figure(frame, scaling.model_frame(frame)) is not None
+
+
+def test_report_shows_time_to_target_and_model(sweep_runs: Path, tmp_path: Path) -> None:
+    """Runs recorded with a target and a breakdown (the runner's summary.json fields)."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for run_dir in _run_dirs(sweep_runs):
+        config = _config(run_dir)
+        if config["algo"] != "optimes" or config["episodes"] != 1 or config["seed"] != 0:
+            continue
+        copy = runs / run_dir.name
+        shutil.copytree(run_dir, copy)
+        summary = json.loads((copy / "summary.json").read_text())
+        w = config["workers"]
+        summary["target"] = {
+            "return": 50.0,
+            "first_crossing": {"timesteps": 1000, "wall_time_s": 2.0 / w},
+            "confirmed": {
+                "timesteps": 1200,
+                "wall_time_s": 3.0 / w,
+                "return_mean": 60.0,
+                "episodes": 100,
+            },
+        }
+        summary["time_breakdown"] = {
+            "setup": 4.0,
+            "rollouts": 3.0 / w,
+            "head_update": 1.0,
+            "evaluation": 0.0,
+        }
+        (copy / "summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "report"
+    assert main(["report", str(runs), "--out", str(out), "--map-runs", "0"]) == 0
+    section = _section((out / "report.md").read_text(), "Scaling with workers")
+    rows = _table_rows(section, "| series | W |")
+    assert [r["W"] for r in rows] == ["1", "2"]
+    assert rows[0]["time to target s (median)"] == "3.0 (confirmed)"
+    assert rows[1]["model speed-up"] == f"{1 / (0.25 + 0.75 / 2):.2f}"
+    assert "Where the wall-clock went" in section and "rollouts" in section
+
+
+def test_performance_profiles_across_envs() -> None:
+    runs = pd.DataFrame(
+        [
+            {
+                "env": env,
+                GROUP: g,
+                "algo": g,
+                "episodes_per_fitness": 1,
+                "workers": 1,
+                "seed": s,
+                "score": base + 10 * s + (5 if g == "b" else 0),
+            }
+            for env, base in (("E1", 0.0), ("E2", 100.0))
+            for g in ("a", "b")
+            for s in range(3)
+        ]
+    )
+    prepared = stats.profile_scores(runs, "score", {"E2": 200.0})
+    assert prepared is not None
+    scores, taus, with_intervals, note = prepared
+    assert set(scores) == {"a", "b"} and scores["a"].shape == (3, 2) and with_intervals
+    assert scores["b"][:, 0].max() == pytest.approx(1.0)  # E1: best run is 1
+    assert scores["a"][0, 1] == pytest.approx(0.0) and "solved threshold" in note
+    from harness.report.plots import performance_profile_figure
+
+    assert performance_profile_figure(scores, taus, with_intervals, note) is not None
+    assert stats.profile_scores(runs[runs["env"] == "E1"], "score", {}) is None
 
 
 def test_report_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -177,11 +608,11 @@ def test_umap_models_are_rebuilt_exactly_as_workers_build_them(tmp_path: Path) -
     for generation in (1, 2, 3):
         writer.add_generation(
             generation,
-            [1.0, 2.0, 3.0, 4.0],
+            np.array([1.0, 2.0, 3.0, 4.0]),
             centre0 * generation,
             sigma=0.5,
-            noise_index=[10, 10, 400, 400],
-            sign=[1, -1, 1, -1],
+            noise_index=np.array([10, 10, 400, 400]),
+            sign=np.array([1, -1, 1, -1]),
         )
     writer.save(tmp_path / POPULATION_ARTIFACT)
     log = read_population(tmp_path)
@@ -195,6 +626,30 @@ def test_umap_models_are_rebuilt_exactly_as_workers_build_them(tmp_path: Path) -
     np.testing.assert_array_equal(candidates[-1], expected)
     assert cloud.fitness[~cloud.is_centre].tolist() == [1.0, 2.0, 3.0, 4.0] * 2
     assert sorted(set(cloud.generation.tolist())) == [1, 3]
+
+
+def test_pca_map_matches_the_leading_principal_components() -> None:
+    rng = np.random.default_rng(0)
+    for shape in ((120, 40), (400, 700)):  # exact SVD and the randomized path
+        data = rng.normal(size=shape)
+        data[:, 0] *= 8.0
+        data[:, 1] *= 4.0
+        xy, ratios = pca(data)
+        centred = data - data.mean(axis=0)
+        _, singular, vt = np.linalg.svd(centred, full_matrices=False)
+        exact = centred @ vt[:2].T
+        for i in range(2):
+            assert abs(np.corrcoef(xy[:, i], exact[:, i])[0, 1]) > 0.999
+        np.testing.assert_allclose(ratios, singular[:2] ** 2 / (singular**2).sum(), rtol=1e-3)
+        np.testing.assert_array_equal(pca(data)[0], xy)  # deterministic
+
+
+@pytest.mark.slow
+def test_umap_map_when_asked(sweep_runs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "umap"
+    assert main(["report", str(sweep_runs), "--out", str(out), "--map-runs", "1", "--umap"]) == 0
+    assert [p.name for p in out.glob("umap_*.png")]
+    assert "Map of the models visited (UMAP)" in (out / "report.md").read_text()
 
 
 def test_curves_average_only_where_every_seed_has_evaluated() -> None:
@@ -225,6 +680,23 @@ def test_curves_average_only_where_every_seed_has_evaluated() -> None:
     )
 
 
+def test_groups_split_on_any_setting_but_ignore_unrecorded_keys() -> None:
+    runs = pd.DataFrame(
+        {
+            "run": list("abcd"),
+            "env": ["E"] * 4,
+            "algo": ["x"] * 4,
+            "seed": [0, 1, 0, 1],
+            "episodes_per_fitness": [1] * 4,
+            "workers": [1] * 4,
+            "params.population": [10, 10, 40, 40],
+            "reward_transform": [math.nan, "none", math.nan, "none"],
+        }
+    )
+    grouped = add_groups(runs, ["params.population", "reward_transform"])
+    assert grouped[GROUP].tolist() == ["x [population=10]"] * 2 + ["x [population=40]"] * 2
+
+
 def test_scaling_against_the_fewest_workers() -> None:
     runs = pd.DataFrame(
         {
@@ -236,20 +708,18 @@ def test_scaling_against_the_fewest_workers() -> None:
             "steps_per_s": [100.0, 100.0, 150.0, 170.0],
         }
     )
-    frame = scaling_frame(runs)
+    frame = scaling.scaling_frame(runs)
     assert frame["baseline_workers"].tolist() == [2] * 4
     np.testing.assert_allclose(frame["speedup"], [1.0, 1.0, 1.5, 1.7])
     np.testing.assert_allclose(frame["efficiency"], [1.0, 1.0, 0.75, 0.85])
-    assert scaling_frame(runs[runs["workers"] == 2]).empty
+    assert scaling.scaling_frame(runs[runs["workers"] == 2]).empty
 
 
 def test_vectorised_probability_of_improvement_equals_rliables() -> None:
     from rliable import metrics
 
-    from harness.report.tables import poi_statistic
-
     rng = np.random.default_rng(1)
     for n, m in ((3, 4), (5, 5), (2, 1)):
         x = rng.integers(0, 4, size=(n, 2)).astype(float)  # ties included
         y = rng.integers(0, 4, size=(m, 2)).astype(float)
-        assert poi_statistic(x, y) == pytest.approx(metrics.probability_of_improvement(x, y))
+        assert stats.poi_statistic(x, y) == pytest.approx(metrics.probability_of_improvement(x, y))

@@ -13,7 +13,7 @@ import pytest
 
 from harness.cli import main
 from harness.records import scan_runs
-from harness.sweep import cell_key, load_sweep, run_sweep
+from harness.sweep import SweepError, cell_key, load_sweep, run_sweep
 from tests.conftest import ROOT
 
 EXPERIMENTS = ROOT / "experiments"
@@ -293,4 +293,36 @@ def test_cell_identity_ignores_ray_address_and_knobs_one_side_lacks(tmp_path: Pa
     assert not same_cell(cell_identity(cell), cell_identity(stored))
     stored = json.loads(json.dumps(cell))
     stored["sweep"] = "other"
+    assert not same_cell(cell_identity(cell), cell_identity(stored))
+
+
+def test_file_wide_settings_reach_only_the_cells_that_use_them(tmp_path: Path) -> None:
+    path = write_sweep(
+        tmp_path, "mixed", [0], algos=("optimes", "ppo"), extra="  ppo: [n_steps=32]\n"
+    )
+    text = path.read_text().replace("  seed: [0]\n", "  seed: [0]\n  episodes: [1, 3]\n")
+    path.write_text(text.replace("eval_episodes=1]", "eval_episodes=1, sync=broadcast]"))
+    cells = load_sweep(path).cells
+    by_algo = {(c.config["algo"], c.config["episodes"]): c.config for c in cells}
+    # episodes per fitness is an ES knob: one PPO cell, not one per K
+    assert sorted(by_algo) == [("optimes", 1), ("optimes", 3), ("ppo", 1)]
+    assert by_algo["optimes", 3]["backend"] == "inline"
+    assert by_algo["ppo", 1]["backend"] == "process"  # the file's backend is for ES cells
+    assert "episodes=" not in next(c for c in cells if c.config["algo"] == "ppo").label
+    # an override of one algorithm is the user's word for it: a knob it does not use is an error
+    path.write_text(path.read_text().replace("ppo: [n_steps=32]", "ppo: [sync=seeds]"))
+    with pytest.raises(SweepError, match="sync does not apply to ppo"):
+        load_sweep(path)
+
+
+def test_cell_identity_ignores_knobs_the_algorithm_does_not_use(tmp_path: Path) -> None:
+    from harness.sweep import cell_identity, same_cell
+
+    path = write_sweep(tmp_path, "ppoid", [0], algos=("ppo",))
+    cell = load_sweep(path).cells[0].config
+    stored = json.loads(json.dumps(cell))
+    stored["backend"] = "inline"  # what a sweep file's backend once gave PPO cells
+    stored["policy"]["discretize"] = 5
+    assert same_cell(cell_identity(cell), cell_identity(stored))
+    stored["params"]["n_steps"] = 64
     assert not same_cell(cell_identity(cell), cell_identity(stored))

@@ -23,6 +23,7 @@ import numpy as np
 
 from harness.bench import emit
 from harness.config import complete_config
+from harness.parallel.backends import chunk_count
 from harness.parallel.protocol import Broadcast, EvalTask, ReplicaRef
 from harness.parallel.worker import encode
 from harness.runner import build_algorithm
@@ -130,8 +131,7 @@ def _measure(args: argparse.Namespace, backend: str, workers: int) -> dict[str, 
         evaluator.evaluate(target, probe)
         probe_s = time.perf_counter() - started
         chunks = getattr(evaluator, "chunks_per_worker", 1)
-        chunk = math.ceil(len(probe) / (getattr(evaluator, "num_workers", 1) * chunks))
-        requests = math.ceil(len(probe) / chunk)
+        requests = chunk_count(len(probe), getattr(evaluator, "num_workers", 1), chunks)
         centre = algorithm.es.centre
         obs = np.zeros(algorithm.context.policy_spec.obs_dim, np.float32)
         broadcast = Broadcast(0, centre, 0.02, obs, obs + 1)
@@ -242,7 +242,7 @@ def predict_seconds(
     implemented) would ride the update and checksum on the next generation's messages
     and let head and replicas update at the same time.
     """
-    requests = min(population, workers * chunks_per_worker)
+    requests = chunk_count(population, workers, chunks_per_worker)
     messages = workers + requests
     data = population * (sizes["task"] + sizes["result"])
     serial = tell_s

@@ -175,13 +175,37 @@ class PoolWorker:
         self.outstanding: tuple[Any, list[EvalTask]] | None = None
         #: generation of this worker's replica; None when it holds none (or a stale one)
         self.replica_generation: int | None = None
+        #: True until its first reply: the wait for it includes its start-up
+        self.fresh = True
+
+
+def chunk_size(remaining: int, workers: int, chunks_per_worker: int) -> int:
+    """Tasks in the next chunk: ``ceil(remaining / (chunks_per_worker * workers))``.
+
+    Guided self-scheduling (Polychronopoulos and Kuck, 1987): chunks shrink as the
+    queue drains, so early chunks are large (few messages) and the last ones are single
+    tasks. Episode lengths vary widely (LunarLander: about 60 to 1000 steps) and are
+    unknown before a task runs, so what a worker still holds when the others run dry
+    is at most about one task, not a fixed-size chunk.
+    """
+    return max(1, math.ceil(remaining / (chunks_per_worker * workers)))
+
+
+def chunk_count(tasks: int, workers: int, chunks_per_worker: int) -> int:
+    """How many chunks (request messages) :func:`chunk_size` cuts ``tasks`` into."""
+    count = 0
+    while tasks > 0:
+        tasks -= chunk_size(tasks, workers, chunks_per_worker)
+        count += 1
+    return count
 
 
 class PoolEvaluator(Evaluator):
     """Scheduling shared by the process and Ray backends.
 
-    Tasks are handed out in chunks as workers free up, so a slow episode does not
-    idle the others. A worker that dies mid-generation is replaced and only its
+    Tasks are handed out in shrinking chunks (:func:`chunk_size`) as workers free up,
+    so a slow episode does not idle the others. A worker that dies mid-generation is
+    replaced and only its
     outstanding chunk is re-run; a reply for an older request or an older
     generation is dropped. Subclasses supply the transport: start, post a message,
     send a request, wait for replies, stop.
@@ -273,16 +297,20 @@ class PoolEvaluator(Evaluator):
             worker = self._replace(worker)
 
     # -- one generation ----------------------------------------------------------
+    def _next_chunk(self, todo: deque[EvalTask]) -> list[EvalTask]:
+        """Take the next chunk off ``todo``: guided self-scheduling (see :func:`chunk_size`)."""
+        size = chunk_size(len(todo), self.num_workers, self.chunks_per_worker)
+        return [todo.popleft() for _ in range(size)]
+
     def evaluate(
         self, target: Target, tasks: list[EvalTask]
     ) -> tuple[list[EvalResult], GenerationStats]:
         stats = GenerationStats()
+        started = time.perf_counter()
         target_payload = _target_message(target)
         sync: list[bytes] = []  # the full-state message, built at most once per call
-        chunk = max(1, math.ceil(len(tasks) / (self.num_workers * self.chunks_per_worker)))
-        queue: deque[list[EvalTask]] = deque(
-            tasks[start : start + chunk] for start in range(0, len(tasks), chunk)
-        )
+        todo: deque[EvalTask] = deque(tasks)
+        retry: deque[list[EvalTask]] = deque()  # chunks of dead workers, run again first
         results: dict[int, EvalResult] = {}
         idle: list[Any] = []
         for worker in list(self.workers):
@@ -290,19 +318,23 @@ class PoolEvaluator(Evaluator):
             idle.append(self._prime(worker, target, target_payload, sync, stats))
         idle.reverse()  # pop() hands the first chunk to worker 0
         hook = self.after_dispatch
+        sent_at: dict[int, float] = {}  # worker id -> when its current chunk went out
+        last_reply: dict[int, float] = {}  # worker id -> when its last reply of this call came
+        startup_idle = 0.0
 
         while len(results) < len(tasks):
-            while idle and queue:
+            while idle and (retry or todo):
                 worker = idle.pop()
-                batch = queue.popleft()
+                batch = retry.popleft() if retry else self._next_chunk(todo)
                 self._requests += 1
                 tag = (target.generation, self._requests)
                 payload = encode(("tasks", (tag, batch)))
                 if self._request(worker, payload):
                     stats.bytes_to_workers += len(payload)
                     worker.outstanding = (tag, batch)
+                    sent_at[worker.worker_id] = time.perf_counter()
                 else:
-                    queue.appendleft(batch)
+                    retry.appendleft(batch)
                     fresh = self._replace(worker)
                     idle.append(self._prime(fresh, target, target_payload, sync, stats))
             busy = [w for w in self.workers if w.outstanding is not None]
@@ -317,7 +349,7 @@ class PoolEvaluator(Evaluator):
                     continue
                 if reply is None:
                     tag, batch = worker.outstanding
-                    queue.appendleft(batch)
+                    retry.appendleft(batch)
                     stats.retried_tasks += len(batch)
                     worker.outstanding = None
                     fresh = self._replace(worker)
@@ -328,15 +360,31 @@ class PoolEvaluator(Evaluator):
                 if tag != worker.outstanding[0]:
                     stats.extras["stale_replies"] = stats.extras.get("stale_replies", 0) + 1
                     continue  # a reply to an older request; the current one is still due
+                now = time.perf_counter()
                 worker.outstanding = None
                 idle.append(worker)
+                last_reply[worker.worker_id] = now
+                busy_s = 0.0
                 for result in batch_results:
+                    busy_s += result.duration_s
                     if result.generation != target.generation:
                         stats.extras["stale_results"] = stats.extras.get("stale_results", 0) + 1
                         continue
                     if result.task_id not in results:
                         results[result.task_id] = result
                         stats.worker_seconds += result.duration_s
+                if worker.fresh:
+                    # Its first reply ever: the wait beyond the chunk's own work was start-up.
+                    worker.fresh = False
+                    startup_idle += max(0.0, now - sent_at[worker.worker_id] - busy_s)
+        finished = time.perf_counter()
+        # Idle at the barrier: each worker from its last reply (or, with fewer chunks than
+        # workers, from the start) until the last result of the call arrived.
+        barrier_idle = sum(
+            finished - last_reply.get(worker.worker_id, started) for worker in self.workers
+        )
+        stats.worker_start_s = startup_idle / self.num_workers
+        stats.straggler_s = barrier_idle / self.num_workers
         return [results[task.task_id] for task in sorted(tasks, key=lambda t: t.task_id)], stats
 
     # -- replicated mode -------------------------------------------------------------
@@ -419,9 +467,13 @@ class ProcessEvaluator(PoolEvaluator):
             env_name, policy_spec, noise_spec, num_workers, chunks_per_worker, max_restarts
         )
         self._context = mp.get_context("spawn")
-        self.noise = NoiseTable.create(noise_spec, shared=True) if noise_spec else None
+        # The block is mapped first and drawn while the workers start (imports, env
+        # construction take longer); they read it only for tasks, which come later.
+        self.noise = NoiseTable.allocate(noise_spec) if noise_spec else None
         self._spec_dict = policy_spec.to_dict()
         self.workers = [self._start(worker_id) for worker_id in range(num_workers)]
+        if self.noise is not None:
+            self.noise.fill()
 
     def _start(self, worker_id: int) -> _ProcessWorker:
         head_conn, worker_conn = self._context.Pipe(duplex=True)

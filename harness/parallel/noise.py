@@ -72,10 +72,26 @@ class NoiseTable:
             array = np.empty(spec.size, dtype=np.float32)
             fill_noise(spec, array)
             return cls(spec, array, None, owner=True)
+        table = cls.allocate(spec)
+        table.fill()
+        return table
+
+    @classmethod
+    def allocate(cls, spec: NoiseSpec) -> NoiseTable:
+        """A shared-memory block for the table, not yet drawn: call :meth:`fill` before use.
+
+        Lets the head start its workers (which only map the block by name) first and
+        draw the numbers while they start up.
+        """
+        if spec.size <= 0:
+            raise ValueError(f"noise table size must be positive, got {spec.size}")
         shm = shared_memory.SharedMemory(create=True, size=spec.size * 4)
         array = np.ndarray((spec.size,), dtype=np.float32, buffer=shm.buf)
-        fill_noise(spec, array)
         return cls(spec, array, shm, owner=True)
+
+    def fill(self) -> None:
+        """Draw the numbers into this table (the creator does it once)."""
+        fill_noise(self.spec, self.array)
 
     @classmethod
     def attach(cls, spec: NoiseSpec, shm_name: str) -> NoiseTable:

@@ -113,6 +113,11 @@ class GenerationStats:
     ``retried_tasks``: tasks re-run because their worker died; ``resyncs``: replicas
     whose checksum differed from the head's and were sent the full state again;
     ``extras``: counts such as ``replica_syncs`` and ``stale_replies``.
+
+    ``worker_start_s`` and ``straggler_s`` split the call's wall-clock: the idle
+    worker-seconds, divided by the number of workers, spent waiting for a fresh worker
+    to start and, at the end, for the last chunks while other workers had nothing left
+    to do (the generation barrier). The rest of the call is rollouts and dispatch.
     """
 
     bytes_to_workers: int = 0
@@ -120,4 +125,6 @@ class GenerationStats:
     worker_seconds: float = 0.0
     retried_tasks: int = 0
     resyncs: int = 0
+    worker_start_s: float = 0.0
+    straggler_s: float = 0.0
     extras: dict[str, float] = field(default_factory=dict)

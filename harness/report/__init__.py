@@ -3,15 +3,29 @@
 Writes into ``DIR``: ``report.md`` (with the PNGs beside it), a self-contained
 ``report.html`` (the same content, images embedded as base64), ``runs.csv``
 (the tidy per-step data of :func:`harness.records.load_runs`) and
-``summary.csv`` (one row per run). Figures: eval return against timesteps
-and against wall-clock (mean and 95% interval across seeds), episodes per
-fitness compared, speed-up and parallel efficiency against workers, bytes per
-generation, final scores with IQM and stratified-bootstrap intervals and
-probability of improvement (rliable), and a UMAP map of the models visited.
-Every figure names its env, budget, seeds and machine.
+``summary.csv`` (one row per run, with its group and scores).
 
-The plotting stack (matplotlib, seaborn, rliable, umap-learn) is imported only
-when the command runs, so ``harness --help`` stays fast.
+What a report holds, in order: a title line with the runs per group and the
+budget; warnings when groups' used budgets differ by more than 10% or a run
+overran its budget; a generated, caveated conclusion per env (who leads at
+equal timesteps and at equal wall-clock, and whether the intervals allow
+saying so); the settings behind every curve; requested and used budgets
+(timesteps, wall-clock, CPU-seconds, cores); scores at the common budget and
+at the end of each run; eval return against timesteps (with published anchors
+from ``experiments/anchors.yaml``) and against wall-clock; performance profiles
+when several envs are compared; episodes per fitness; scaling with workers
+(ideal and Amdahl model); bytes over the wire; a PCA (or, with ``--umap``,
+UMAP) map of the models visited; the runs; and appendices with every setting
+and the command that reproduces each run.
+
+Statistics follow the number of runs (:mod:`harness.report.stats`): intervals
+only with >= 3 runs per group, the IQM only with >= 4, otherwise "n too
+small"; P(X > Y) only for pairs of groups differing in one factor
+(algorithm, k or W) on one env. Intervals, IQM, probability of improvement,
+sample-efficiency bands and performance profiles come from rliable.
+
+The plotting stack (matplotlib, seaborn, rliable; umap-learn with ``--umap``)
+is imported only when the command runs, so ``harness --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -30,13 +44,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="runs directories (or single run directories) to read",
     )
     parser.add_argument("--out", required=True, help="output directory for the report")
-    parser.add_argument("--title", default=None, help="report title (default: from the runs)")
     parser.add_argument(
+        "--title",
+        default=None,
+        help="report title (default: from the runs); runs per group and budget are appended",
+    )
+    parser.add_argument(
+        "--map-runs",
         "--umap-runs",
+        dest="map_runs",
         type=int,
         default=2,
         metavar="N",
-        help="draw the UMAP map for up to N runs (one per env and algorithm; 0: none)",
+        help="draw the map of visited models for up to N runs (one per env and algorithm; 0: none)",
+    )
+    parser.add_argument(
+        "--umap",
+        action="store_true",
+        help="map the visited models with UMAP (slow: numba compiles for ~15 s) instead of "
+        "the default PCA",
     )
     parser.add_argument(
         "--all-statuses",
@@ -55,14 +81,19 @@ def run(args: argparse.Namespace) -> int:
     for raw in args.runs_dirs:
         if not Path(raw).is_dir():
             raise UsageError(f"runs directory {raw!r} does not exist")
-    if args.umap_runs < 0:
-        raise UsageError(f"--umap-runs must be 0 or more, got {args.umap_runs}")
+    if args.map_runs < 0:
+        raise UsageError(f"--map-runs must be 0 or more, got {args.map_runs}")
     from harness.report.build import ReportError, build_report
 
     statuses = STATUSES if args.all_statuses else ("COMPLETED",)
     try:
         path = build_report(
-            args.runs_dirs, args.out, title=args.title, umap_runs=args.umap_runs, statuses=statuses
+            args.runs_dirs,
+            args.out,
+            title=args.title,
+            map_runs=args.map_runs,
+            statuses=statuses,
+            map_method="umap" if args.umap else "pca",
         )
     except (ReportError, UnreadableRun) as error:
         raise UsageError(str(error)) from None

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 import re
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from harness.records import RunTable, load_runs, read_population
+from harness.records import RunTable, flatten_config, load_runs, read_population
+from harness.report import anchors as anchor_mod
+from harness.report import audit, plots, scaling, settings, stats, tables
 from harness.report import data as d
-from harness.report import plots, tables
-from harness.report.render import Document, Section, to_html, to_markdown
+from harness.report.render import Document, Section, slug, to_html, to_markdown
 
 OUTPUTS = ("report.md", "report.html", "runs.csv", "summary.csv")
+#: Per-run score columns added to the runs frame.
+SCORE_T = "score_common_timesteps"
+SCORE_W = "score_common_wall"
+SCORE_END = "final_eval_return"
+SETTINGS_TITLE = "Settings behind every curve"
+APPENDIX_SETTINGS = "Appendix A: every setting of every group"
+APPENDIX_COMMANDS = "Appendix B: commands that reproduce each run"
 
 
 class ReportError(ValueError):
@@ -30,13 +40,46 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
 
 
+def _short(value: float) -> str:
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.3g}k"
+    return f"{value:.3g}"
+
+
 class ReportBuilder:
-    def __init__(self, table: RunTable, out: Path, umap_runs: int) -> None:
+    def __init__(
+        self,
+        table: RunTable,
+        out: Path,
+        map_runs: int,
+        map_method: str = "pca",
+        anchors: list[anchor_mod.Anchor] | None = None,
+    ) -> None:
         self.table = table
         self.out = out
-        self.umap_runs = umap_runs
-        self.runs = d.add_groups(table.runs)
+        self.map_runs = map_runs
+        self.map_method = map_method
+        self.anchors = anchors or []
         self.steps = table.steps
+        configs = [record.config for record in table.records.values()]
+        runs = d.run_extras(table.runs, table.records, table.steps)
+        recorded = {
+            label: [*flatten_config(record.config), "n_params"]
+            for label, record in table.records.items()
+        }
+        runs = d.add_groups(runs, [*d.settings_columns(configs), "n_params"], recorded)
+        self.until_t = d.common_budget(self.steps, runs, "timesteps")
+        self.until_w = d.common_budget(self.steps, runs, "wall_time_s")
+        runs[SCORE_T] = d.scores_at(self.steps, runs, "timesteps", self.until_t)
+        runs[SCORE_W] = d.scores_at(self.steps, runs, "wall_time_s", self.until_w)
+        self.runs = runs
+        self.stats_t = stats.score_frame(runs, SCORE_T)
+        self.stats_w = stats.score_frame(runs, SCORE_W)
+        self.stats_end = stats.score_frame(runs, SCORE_END, "final_timesteps")
+        self.settings = settings.group_settings(runs, table.records)
+        self.drawn_anchors: list[anchor_mod.Anchor] = []
 
     def figure(self, section: Section, fig: object, name: str, alt: str) -> bool:
         if fig is None:
@@ -45,66 +88,255 @@ class ReportBuilder:
         section.images.append((name, alt))
         return True
 
-    # -- sections ------------------------------------------------------------
-    def final_scores(self) -> Section:
-        section = Section("Final scores")
-        scores = tables.final_scores(self.runs)
+    # -- helpers -------------------------------------------------------------------------
+    def _group_stats(self, frame: pd.DataFrame, env: str) -> dict[str, stats.GroupStats]:
+        rows = frame[frame["env"] == env] if len(frame) else frame
+        fields = list(stats.GroupStats.__dataclass_fields__)
+        result = {
+            str(row[d.GROUP]): stats.GroupStats(**{f: row[f] for f in fields})
+            for _, row in rows.iterrows()
+        }
+        for group in self.runs.loc[self.runs["env"] == env, d.GROUP].unique():
+            result.setdefault(str(group), stats.group_stats([]))
+        return result
+
+    def _other_differences(self, env: str, x: str, y: str) -> str:
+        """Headline settings besides the factor that differ between groups x and y."""
+        table = self.settings[self.settings["env"] == env].set_index("group")
+        skip = {"algorithm", "k", "W", "parameters"}
+        if x not in table.index or y not in table.index:
+            return ""
+        keys = [
+            key
+            for key in settings.HEADLINE
+            if key not in skip and table.at[x, key] != table.at[y, key]
+        ]
+        if table.at[x, "parameters"] != table.at[y, "parameters"]:
+            keys.insert(
+                0, f"parameters ({table.at[x, 'parameters']} vs {table.at[y, 'parameters']})"
+            )
+        return ", ".join(keys)
+
+    # -- sections ------------------------------------------------------------------------
+    def conclusions(self) -> Section:
+        section = Section("Conclusions")
         section.paragraphs.append(
-            "Final score of a run: the mean return of its last evaluation (fresh seeded "
-            "episodes at the end of its budget). IQM: interquartile mean over runs; 95% "
-            f"intervals by stratified bootstrap ({tables.BOOTSTRAP_REPS} resamples, rliable). "
-            "A group of one run has no interval."
+            "Generated from the numbers below, one line per env: who leads at equal "
+            "timesteps (the common budget) and at equal wall-clock, with the number of runs "
+            "and whether the 95% intervals of the mean overlap. A lead is called only when "
+            f"they do not; groups of fewer than {stats.MIN_RUNS_INTERVAL} runs have no "
+            "interval, so their comparison is inconclusive by rule."
         )
-        if scores.empty:
+        lines = []
+        for env in sorted(self.runs["env"].astype(str).unique()):
+            parts = []
+            if env in self.until_t:
+                parts.append(
+                    stats.lead_text(
+                        self._group_stats(self.stats_t, env),
+                        f"at the common budget of {_short(self.until_t[env])} timesteps",
+                    )
+                )
+            if env in self.until_w:
+                parts.append(
+                    stats.lead_text(
+                        self._group_stats(self.stats_w, env),
+                        f"at the common wall-clock of {self.until_w[env]:.1f} s",
+                    )
+                )
+            if not parts:
+                parts.append("no run logged an evaluation.")
+            caveats = self._caveats(env)
+            text = f"- **{env}**: " + " ".join(p[0].upper() + p[1:] for p in parts)
+            if caveats:
+                text += " Caveats: " + "; ".join(caveats) + "."
+            lines.append(text)
+        section.paragraphs.append("\n".join(lines))
+        return section
+
+    def _caveats(self, env: str) -> list[str]:
+        env_runs = self.runs[self.runs["env"] == env]
+        caveats = []
+        params = env_runs.groupby(d.GROUP)["n_params"].mean().dropna()
+        if params.nunique() > 1:
+            sizes = params.groupby(params).groups
+            caveats.append(
+                "policies differ in size ("
+                + "; ".join(
+                    f"{tables.fmt(float(size), 0)} parameters: {', '.join(map(str, groups))}"
+                    for size, groups in sizes.items()
+                )
+                + ")"
+            )
+        cpu = env_runs.groupby(d.GROUP)["cpu_seconds"].mean().dropna()
+        if len(cpu) > 1 and cpu.min() > 0 and cpu.max() / cpu.min() > 1 + audit.TOLERANCE:
+            caveats.append(
+                f"CPU-seconds per run differ from {float(cpu.min()):.1f} ({cpu.idxmin()}) to "
+                f"{float(cpu.max()):.1f} ({cpu.idxmax()}), so equal wall-clock is not equal compute"
+            )
+        if any(f"**{env}**" in w for w in audit.budget_warnings(env_runs)):
+            caveats.append("budgets are uneven (see the warnings at the top)")
+        seeds = env_runs.groupby(d.GROUP)["run"].nunique()
+        if seeds.max() < stats.MIN_RUNS_INTERVAL:
+            caveats.append(
+                f"n={int(seeds.max())}: rerun with more seeds before drawing a conclusion"
+            )
+        return caveats
+
+    def settings_section(self) -> Section:
+        section = Section(SETTINGS_TITLE)
+        shown = settings.differing(self.settings)
+        section.paragraphs.append(
+            "Per group, the settings that differ between groups (all of them when there is "
+            f"one group); every key is in [{APPENDIX_SETTINGS}](#{slug(APPENDIX_SETTINGS)}) and "
+            f"the command behind each run in [{APPENDIX_COMMANDS}](#{slug(APPENDIX_COMMANDS)}). "
+            "Parameters: the size of the stored final parameter vector (for PPO/A2C the whole "
+            "SB3 policy: actor and critic)."
+        )
+        section.tables.append(("", shown))
+        return section
+
+    def budgets(self) -> Section:
+        section = Section("Budgets: requested and used")
+        section.paragraphs.append(
+            "Requested: the run's budget keys. Used: training env timesteps, generations "
+            "(or RL update chunks), training wall-clock and CPU-seconds of the run's process "
+            "tree (head and workers; n/a for runs recorded before the runner measured it), "
+            "mean over the group's runs with the range in brackets. CPU-seconds cover the "
+            "whole run process (start-up, env construction and the final evaluation "
+            "included) while wall-clock covers the training loop, so on short runs CPU-seconds "
+            "can exceed wall-clock times cores. Cores: the host's CPU count recorded by "
+            "Sacred. Runs that shared cores (a sweep with `--jobs` > 1) are slower than alone."
+        )
+        section.tables.append((d.caption(self.runs), audit.budget_table(self.runs)))
+        return section
+
+    def scores_common(self) -> Section:
+        section = Section("Scores at the common budget")
+        budgets = ", ".join(f"{env}: {_short(v)} timesteps" for env, v in self.until_t.items())
+        section.paragraphs.append(
+            "Score of a run: its evaluation return interpolated at the env's common budget "
+            f"({budgets or 'none'}), the largest timesteps every run of the env reached, so "
+            "no group is credited with steps another did not get. " + stats.RULE_TEXT
+        )
+        if self.stats_t.empty:
             section.paragraphs.append("No run logged an evaluation.")
             return section
         self.figure(
             section,
-            plots.final_score_figure(scores, self.runs),
-            "final_scores.png",
-            "final scores and IQM per algorithm",
+            plots.final_score_figure(self.runs, SCORE_T, "eval return at the common budget"),
+            "scores_common_budget.png",
+            "scores at the common budget",
         )
-        section.tables.append((d.caption(self.runs), tables.score_table(scores)))
-        poi = tables.probability_of_improvement(self.runs)
+        section.tables.append((d.caption(self.runs), tables.score_table(self.stats_t)))
+        poi = stats.probability_of_improvement(self.runs, SCORE_T, self._other_differences)
         if poi.empty:
             section.paragraphs.append(
-                "Probability of improvement needs two algorithms (groups) on one env; "
-                "these runs have one."
+                "P(X > Y): no two groups on one env differ in exactly one of algorithm, k and "
+                "W, so no pair is listed."
             )
         else:
             section.tables.append(
                 (
-                    "Probability of improvement: the chance that a run of X ends with a higher "
-                    "final return than a run of Y (Mann-Whitney U / nm, rliable); 0.5 means "
-                    "no difference. Intervals need two runs on each side.",
+                    "P(X > Y): the chance that a run of X scores higher than a run of Y at the "
+                    "common budget (Mann-Whitney U / nm, rliable), for pairs differing in one "
+                    "factor; 0.5 means no difference. Other settings that differ are named: "
+                    "such a pair is not a clean one-factor comparison.",
                     tables.improvement_table(poi),
                 )
             )
         return section
 
+    def scores_end(self) -> Section:
+        section = Section("Scores at the end of each run")
+        section.paragraphs.append(
+            "Each run's last evaluation, at the end of its own budget (the column "
+            "`timesteps` is the mean used): this ranks unequal budgets when groups used "
+            "different amounts, see Budgets."
+        )
+        if self.stats_end.empty:
+            section.paragraphs.append("No run logged an evaluation.")
+            return section
+        section.tables.append(
+            (d.caption(self.runs), tables.score_table(self.stats_end, x_label="timesteps"))
+        )
+        return section
+
     def curves(self, x: str, name: str, title: str) -> Section:
         section = Section(title)
-        fig = plots.eval_curve_figure(self.steps, self.runs, x)
+        until = self.until_t if x == "timesteps" else self.until_w
+        anchors = self.anchors if x == "timesteps" else None
+        fig = plots.eval_curve_figure(self.steps, self.runs, x, until=until, anchors=anchors)
         if not self.figure(section, fig, name, title):
             section.paragraphs.append("No run logged an evaluation.")
-        elif x == "timesteps":
+            return section
+        if x == "timesteps":
             section.paragraphs.append(
                 "Each run's evaluations are interpolated onto a common grid (no "
-                "extrapolation past a run's last evaluation), then averaged across seeds."
+                "extrapolation past a run's last evaluation); the aggregate curves end at the "
+                "common budget (a dash-dot line where some runs went further, drawn faint)."
             )
+            drawn = []
+            for env in self.runs["env"].astype(str).unique():
+                drawn += anchor_mod.anchors_for(self.anchors, self.runs, env)
+            if drawn:
+                self.drawn_anchors = list(dict.fromkeys(drawn))
+                section.tables.append(
+                    (
+                        "Published anchors drawn on this figure (from `experiments/anchors.yaml`); "
+                        "compare with care: their training budgets, evaluation protocols and "
+                        "measures differ from these runs'.",
+                        anchor_mod.anchor_table(self.drawn_anchors),
+                    )
+                )
+            else:
+                section.paragraphs.append(
+                    "No published anchor in `experiments/anchors.yaml` applies to these envs."
+                )
         else:
             section.paragraphs.append(
                 "Training wall-clock since the run started (evaluation included), on the "
-                "machine named in the caption; runs that shared cores (a sweep with "
-                "`--jobs` > 1) are slower than alone."
+                "machine named in the caption; aggregate curves end at the common wall-clock."
             )
+        return section
+
+    def profiles(self) -> Section | None:
+        if self.runs["env"].nunique() < 2:
+            return None
+        section = Section("Performance profiles")
+        solved = {}
+        for env in self.runs["env"].astype(str).unique():
+            for anchor in anchor_mod.anchors_for(self.anchors, self.runs, env):
+                if anchor.kind == "threshold":
+                    solved[env] = anchor.value
+        prepared = stats.profile_scores(self.runs, SCORE_T, solved)
+        if prepared is None:
+            section.paragraphs.append("Not drawn: no group was run on every env of this report.")
+            return section
+        scores, taus, with_intervals, note = prepared
+        band = (
+            "bands: 95% stratified-bootstrap intervals (rliable)"
+            if with_intervals
+            else f"no bands: some group has fewer than {stats.MIN_RUNS_INTERVAL} runs"
+        )
+        self.figure(
+            section,
+            plots.performance_profile_figure(scores, taus, with_intervals, f"{note}; {band}"),
+            "performance_profiles.png",
+            "performance profiles across envs",
+        )
+        section.paragraphs.append(
+            "Score distributions across envs (rliable's performance profiles) of scores at "
+            "the common budget: the fraction of a group's runs, over all envs, whose "
+            "normalised score exceeds τ; higher is better."
+        )
         return section
 
     def episodes(self) -> Section:
         section = Section("Episodes per fitness evaluation")
         if not self.figure(
             section,
-            plots.episodes_figure(self.steps, self.runs),
+            plots.episodes_figure(self.steps, self.runs, SCORE_T),
             "episodes_per_fitness.png",
             "episodes per fitness compared",
         ):
@@ -117,20 +349,45 @@ class ReportBuilder:
 
     def scaling(self) -> Section:
         section = Section("Scaling with workers")
-        scaling = d.scaling_frame(self.runs)
-        if scaling.empty:
+        frame = scaling.scaling_frame(self.runs)
+        if frame.empty:
             section.paragraphs.append(
                 "Not measured: no algorithm was run on one env with two or more worker "
                 "counts (sweep `workers: [1, 2, ...]`)."
             )
             return section
+        model = scaling.model_frame(frame)
         section.paragraphs.append(
-            "Throughput is training env steps per second of training wall-clock; speed-up is "
-            "against the fewest workers of each series, efficiency = speed-up x w0 / workers "
-            "(1 is linear). A machine with fewer cores than workers cannot scale."
+            "Throughput is training env steps per second of training wall-clock; the ideal "
+            "is linear in W from the fewest workers of each series; the model is Amdahl's "
+            "law with the serial fraction s measured from the W=1 runs' wall-clock breakdown "
+            "(everything but the rollouts, over the training total; start-up, which precedes "
+            "the training wall-clock, left out), predicting a speed-up of 1/(s + (1-s)/W). "
+            "Time to "
+            "target is the confirmed time where the run recorded a confirmation on fresh "
+            "episodes, else the first evaluation that crossed the target (labelled). A "
+            "machine with fewer cores than workers cannot scale."
         )
-        self.figure(section, plots.scaling_figure(scaling), "scaling.png", "speed-up")
-        section.tables.append((d.caption(scaling), tables.scaling_table(scaling)))
+        self.figure(
+            section,
+            scaling.scaling_figure(frame, model),
+            "scaling.png",
+            "throughput and time to target against workers",
+        )
+        section.tables.append((d.caption(frame), scaling.scaling_table(model)))
+        breakdown = scaling.breakdown_table(frame)
+        if breakdown.empty:
+            section.paragraphs.append(
+                "No run recorded a wall-clock breakdown (`time_breakdown` in summary.json), "
+                "so no model is drawn."
+            )
+        else:
+            section.tables.append(
+                (
+                    "Where the wall-clock went: mean seconds per part (share of the total).",
+                    breakdown,
+                )
+            )
         return section
 
     def wire(self) -> Section:
@@ -155,17 +412,19 @@ class ReportBuilder:
         section.tables.append((d.caption(self.runs), tables.bytes_table(self.runs)))
         return section
 
-    def umap(self) -> Section:
-        section = Section("Map of the models visited (UMAP)")
-        if self.umap_runs <= 0:
-            section.paragraphs.append("Skipped (`--umap-runs 0`).")
-            return section
+    def model_map(self) -> Section:
         from harness.report import umap_map
 
+        name = umap_map.METHOD_NAMES[self.map_method]
+        section = Section(f"Map of the models visited ({name})")
+        if self.map_runs <= 0:
+            section.paragraphs.append("Skipped (`--map-runs 0`).")
+            return section
+        prefix = "umap" if self.map_method == "umap" else "map"
         with_log = self.runs[self.runs["has_population_log"]].sort_values(
             ["env", "algo", "seed", "run"]
         )
-        chosen = with_log.groupby(["env", "algo"], sort=False).head(1).head(self.umap_runs)
+        chosen = with_log.groupby(["env", "algo"], sort=False).head(1).head(self.map_runs)
         drawn = 0
         for _, row in chosen.iterrows():
             record = self.table.record(row["run"])
@@ -173,33 +432,44 @@ class ReportBuilder:
             if log is None:
                 continue
             same = self.runs[self.runs["run"] == row["run"]]
-            fig = umap_map.population_figure(record, log, d.caption(same))
+            fig = umap_map.population_figure(record, log, d.caption(same), method=self.map_method)
             if self.figure(
-                section, fig, f"umap_{_safe(row['run'])}.png", f"UMAP map of run {row['run']}"
+                section,
+                fig,
+                f"{prefix}_{_safe(row['run'])}.png",
+                f"{name} map of run {row['run']}",
             ):
                 drawn += 1
+        how = (
+            "UMAP (random_state 0; neighbourhoods, not distances, are meaningful)"
+            if self.map_method == "umap"
+            else "PCA (the two leading principal components; `harness report --umap` draws "
+            "UMAP instead)"
+        )
         if drawn:
             section.paragraphs.append(
-                "Each point is one model the run evaluated, embedded in 2-D by UMAP "
-                "(random_state 0); circles joined by a line are the successive centres, the "
-                "star the last one. Models of OpenAI-ES are rebuilt from the stored centres "
-                "and noise indices; others from their stored vectors or centres."
+                f"Each point is one model the run evaluated, embedded in 2-D by {how}; circles "
+                "joined by a line are the successive centres, the star the last one. Models of "
+                "OpenAI-ES are rebuilt from the stored centres and noise indices; others from "
+                "their stored vectors or centres."
             )
             return section
         section.paragraphs.append(
             "No run here stored a population log (`population.npz`), so the models visited "
             "cannot be rebuilt; the map below, when drawn, places each run's final "
-            "parameters instead."
+            f"parameters instead, embedded by {how}."
         )
         for env, env_runs in self.runs.groupby("env", sort=True):
-            if drawn >= self.umap_runs:
+            if drawn >= self.map_runs:
                 break
-            fig = umap_map.final_params_figure(env_runs, self.table.records, d.caption(env_runs))
+            fig = umap_map.final_params_figure(
+                env_runs, self.table.records, d.caption(env_runs), method=self.map_method
+            )
             if self.figure(
                 section,
                 fig,
-                f"umap_final_{_safe(str(env))}.png",
-                f"UMAP map of final models on {env}",
+                f"{prefix}_final_{_safe(str(env))}.png",
+                f"{name} map of final models on {env}",
             ):
                 drawn += 1
         if not drawn:
@@ -216,15 +486,16 @@ class ReportBuilder:
             {
                 "run": frame["run"],
                 "status": frame["status"],
-                "algorithm": frame["algo"],
+                "group": frame[d.GROUP],
                 "env": frame["env"],
                 "seed": frame["seed"],
-                "k": frame["episodes_per_fitness"],
-                "workers": frame["workers"],
-                "backend": frame["backend"],
-                "final return": [tables.fmt(v) for v in frame["final_eval_return"]],
+                "score at common budget": [tables.fmt(v) for v in frame[SCORE_T]],
+                "final return": [tables.fmt(v) for v in frame[SCORE_END]],
                 "timesteps": [tables.fmt(v, 0) for v in frame["final_timesteps"]],
                 "wall-clock s": [tables.fmt(v, 1) for v in frame["final_wall_time_s"]],
+                "CPU-s": [
+                    "n/a" if math.isnan(v) else tables.fmt(v, 1) for v in frame["cpu_seconds"]
+                ],
                 "stopped": frame["stop_reason"].fillna(""),
             }
         )
@@ -239,18 +510,73 @@ class ReportBuilder:
             )
         return section
 
+    def appendix_settings(self) -> Section:
+        section = Section(APPENDIX_SETTINGS)
+        section.paragraphs.append(
+            "Every config key of every group (the seed aside), as stored in the runs' "
+            "`config.json`; values joined with ` / ` where a group's runs disagree (only "
+            "bookkeeping keys may). Policy and params keys are the algorithm's own names."
+        )
+        section.tables.append(("", settings.appendix(self.runs, self.table.records)))
+        return section
+
+    def appendix_commands(self) -> Section:
+        section = Section(APPENDIX_COMMANDS)
+        section.paragraphs.append(
+            "Rebuilt from each run's `config.json`: `harness run` flags plus one `--set` for "
+            "every knob whose value differs from the current defaults "
+            "(`experiments/defaults.yaml` and the algorithm's own), so each line rebuilds the "
+            "run's config exactly with this code; add `--runs-dir DIR` to choose where it "
+            "goes. The ES family reproduces metrics bit for bit; PPO/A2C depend on torch's "
+            "kernels."
+        )
+        lines = settings.commands(self.runs, self.table.records)
+        section.code.append(
+            ("", "\n".join(f"# {heading}\n{command}" for heading, command in lines))
+        )
+        return section
+
 
 def build_report(
     paths: Sequence[str | Path],
     out: str | Path,
     title: str | None = None,
-    umap_runs: int = 2,
+    map_runs: int = 2,
     statuses: Sequence[str] = ("COMPLETED",),
+    map_method: str = "pca",
+    anchors_file: Path | None = None,
 ) -> Path:
     """Write the report for the runs under ``paths`` into ``out``; return ``report.md``'s path.
 
-    Raises :class:`ReportError` when there is nothing to report (then nothing is written).
+    ``map_method`` is ``pca`` (default, fast) or ``umap``. Raises :class:`ReportError`
+    when there is nothing to report (then nothing is written).
     """
+    with _one_blas_thread():
+        return _build_report(paths, out, title, map_runs, statuses, map_method, anchors_file)
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """BLAS on one thread: a report's matrices are small, and a multi-threaded OpenBLAS
+    spinning on a machine busy with runs made one 210 x 114 SVD take seconds."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a transitive dependency (scikit-learn, via umap-learn)
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def _build_report(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    title: str | None,
+    map_runs: int,
+    statuses: Sequence[str],
+    map_method: str,
+    anchors_file: Path | None,
+) -> Path:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = load_runs(paths)
@@ -265,12 +591,16 @@ def build_report(
             f"none of the {len(table)} runs under {', '.join(map(str, paths))} "
             f"has status {' or '.join(statuses)}"
         )
+    try:
+        anchors = anchor_mod.load_anchors(anchors_file or anchor_mod.ANCHORS_FILE)
+    except anchor_mod.AnchorError as error:
+        raise ReportError(str(error)) from None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if (out / "report.md").exists():
         for stale in out.glob("*.png"):
             stale.unlink()
-    builder = ReportBuilder(selected, out, umap_runs)
+    builder = ReportBuilder(selected, out, map_runs, map_method, anchors)
     runs = builder.runs
 
     intro = [
@@ -278,37 +608,56 @@ def build_report(
         f"{len(runs)} stored run(s); every figure and table is drawn from the run records "
         "(Sacred FileStorage directories), none from a rerun.",
         "- Environments: " + _code_list(sorted(runs["env"].astype(str).unique())) + "\n"
+        "- Groups: " + str(runs.groupby(["env", d.GROUP]).ngroups) + " (" + d.n_text(runs) + ")\n"
         "- Algorithms: " + _code_list(sorted(runs["algo"].astype(str).unique())) + "\n"
         "- Budget: " + d.budget_text(runs) + "\n"
         "- Seeds: " + d.seeds_text(runs).removeprefix("seeds ").removeprefix("seed ") + "\n"
         "- Machine: " + d.machine_text(runs) + "\n"
         "- Sweeps: "
         + (_code_list(sorted(runs["sweep"].dropna().astype(str).unique())) or "none (single runs)"),
+        stats.RULE_TEXT,
         "Data: [runs.csv](runs.csv) (tidy, one row per run and step: config columns and every "
         "metric; evaluations are sparse, NaN between them) and [summary.csv](summary.csv) "
-        "(one row per run).",
+        "(one row per run, with its group, scores and CPU-seconds).",
     ]
     if table.skipped:
         intro.append("Skipped damaged run directories: " + "; ".join(table.skipped) + ".")
 
     sections = [
-        builder.final_scores(),
+        builder.conclusions(),
+        builder.settings_section(),
+        builder.budgets(),
+        builder.scores_common(),
+        builder.scores_end(),
         builder.curves("timesteps", "eval_vs_timesteps.png", "Evaluation return against timesteps"),
         builder.curves(
             "wall_time_s", "eval_vs_wallclock.png", "Evaluation return against wall-clock"
         ),
+        builder.profiles(),
         builder.episodes(),
         builder.scaling(),
         builder.wire(),
-        builder.umap(),
+        builder.model_map(),
         builder.run_list(excluded),
+        builder.appendix_settings(),
+        builder.appendix_commands(),
     ]
-    doc = Document(title or _default_title(runs), intro, sections)
+    doc = Document(
+        title_line(title or _default_title(runs), runs),
+        intro,
+        [s for s in sections if s is not None],
+        warnings=audit.budget_warnings(runs),
+    )
     (out / "report.md").write_text(to_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc, out), encoding="utf-8")
     selected.steps.to_csv(out / "runs.csv", index=False)
     runs.to_csv(out / "summary.csv", index=False)
     return out / "report.md"
+
+
+def title_line(title: str, runs: pd.DataFrame) -> str:
+    """The title with the number of runs per group and the budget, as every report states."""
+    return f"{title} ({d.n_text(runs)}, budget {d.budget_text(runs)})"
 
 
 def _default_title(runs: pd.DataFrame) -> str:

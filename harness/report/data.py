@@ -1,15 +1,20 @@
 """Frames derived from a :class:`~harness.records.RunTable` for plots and tables.
 
-Everything here is pure pandas/numpy: group labels, the captions that name
-env, budget, seeds and machine, eval curves on a common grid, throughput and
-speed-up, bytes per generation.
+Group labels (one group per configuration), the captions that name env,
+budget, seeds and machine, eval curves on a common grid, the common budget
+(timesteps or wall-clock every run of an env reached) and each run's score
+there, bytes per generation, and what a run's artifacts add to its metrics
+(``summary.json``: CPU-seconds, time to target, the wall-clock breakdown;
+``policy_spec.json``: the parameter count). Pure pandas/numpy apart from
+reading those two small JSON files.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +23,7 @@ import pandas as pd
 GROUP = "group"
 
 
-def _fmt_number(value: float) -> str:
+def fmt_number(value: float) -> str:
     if value >= 1e6 and value % 1e5 == 0:
         return f"{value / 1e6:g}M"
     if value >= 1e3 and value % 100 == 0:
@@ -36,11 +41,11 @@ def budget_text(runs: pd.DataFrame) -> str:
     for _, row in runs.iterrows():
         parts = []
         if _present(row.get("budget_timesteps")):
-            parts.append(f"{_fmt_number(float(row['budget_timesteps']))} timesteps")
+            parts.append(f"{fmt_number(float(row['budget_timesteps']))} timesteps")
         if _present(row.get("budget_generations")):
-            parts.append(f"{_fmt_number(float(row['budget_generations']))} generations")
+            parts.append(f"{fmt_number(float(row['budget_generations']))} generations")
         if _present(row.get("budget_time_limit")):
-            parts.append(f"{_fmt_number(float(row['budget_time_limit']))} s")
+            parts.append(f"{fmt_number(float(row['budget_time_limit']))} s")
         if _present(row.get("budget_target_return")):
             parts.append(f"return {float(row['budget_target_return']):g}")
         text = " or ".join(parts) or "no budget recorded"
@@ -85,7 +90,9 @@ def machine_text(runs: pd.DataFrame) -> str:
 
 def env_text(runs: pd.DataFrame) -> str:
     names = []
-    for env, gym_id in runs[["env", "gym_id"]].drop_duplicates().itertuples(index=False):
+    ids = runs["gym_id"] if "gym_id" in runs else runs["env"]
+    pairs = pd.DataFrame({"env": runs["env"], "gym_id": ids}).drop_duplicates()
+    for env, gym_id in pairs.itertuples(index=False):
         text = str(env) if not gym_id or gym_id == env else f"{env} ({gym_id})"
         if text not in names:
             names.append(text)
@@ -101,29 +108,135 @@ def caption(runs: pd.DataFrame, extra: str = "") -> str:
 
 
 def varying(runs: pd.DataFrame, column: str) -> bool:
-    return column in runs and runs[column].nunique(dropna=False) > 1
+    """Whether ``column`` takes two or more values among the runs that recorded it.
+
+    A key missing from some runs (recorded before it existed) is not a difference.
+    """
+    if column not in runs:
+        return False
+    values = runs[column].dropna()
+    return values.astype(str).nunique() > 1
+
+
+#: Config columns that never make two runs different configurations: identity and
+#: bookkeeping (how often to checkpoint or log the population does not change a result).
+NOT_SETTINGS = frozenset(
+    {"seed", "sweep", "ray_address", "checkpoint_every", "population_log_every"}
+)
+
+
+def settings_columns(configs: Iterable[dict[str, Any]]) -> list[str]:
+    """Columns (as :func:`harness.records.flatten_config` names them) that define a
+    configuration: every config key but the seed and bookkeeping, in first-seen order."""
+    from harness.records import flatten_config
+
+    seen: dict[str, None] = {}
+    for config in configs:
+        for column in flatten_config(config):
+            if column not in NOT_SETTINGS:
+                seen.setdefault(column, None)
+    return list(seen)
+
+
+def _short_key(column: str) -> str:
+    names = {"episodes_per_fitness": "k", "workers": "w", "n_params": "parameters"}
+    return names.get(column, column.split(".")[-1].removeprefix("budget_"))
+
+
+def _value_text(value: Any) -> str:
+    if not _present(value):
+        return "n/a"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def add_groups(
-    runs: pd.DataFrame, by: Iterable[str] = ("episodes_per_fitness", "workers")
+    runs: pd.DataFrame,
+    settings: Sequence[str] = (),
+    recorded: Mapping[str, Iterable[str]] | None = None,
 ) -> pd.DataFrame:
-    """Add a ``group`` column: the algorithm, plus ``k=`` / ``w=`` / ``[sweep]`` where those
-    vary among the runs of an env."""
+    """Add a ``group`` column: one group per configuration (all settings but the seed).
+
+    The label is the algorithm, plus ``k=`` / ``w=`` where those vary among the
+    runs of an env, plus ``key=value`` for any other setting that tells apart two
+    configurations of one algorithm (policy, population, budget, parameter count,
+    ...), so runs of different configurations are never averaged together.
+    ``settings`` are the columns that define a configuration
+    (:func:`settings_columns`); without them groups are algorithm, k and w.
+    ``recorded`` maps a run to the columns its config has: a key some runs lack
+    (recorded before it existed) does not split a group, while a key recorded as
+    null (``generations: null``) is a value like any other. Without ``recorded``
+    every NaN counts as unrecorded. Where each configuration comes from its own sweep,
+    the sweep's name is the tag (the settings table says what differs).
+    """
     runs = runs.copy()
     labels = pd.Series("", index=runs.index, dtype=object)
+    settings = [c for c in settings if c in runs]
+    known = {run: set(columns) for run, columns in (recorded or {}).items()}
+
+    def values(frame: pd.DataFrame, column: str) -> pd.Series:
+        """Display values; None where the run did not record the key."""
+        out = []
+        for run, value in zip(frame["run"], frame[column], strict=True):
+            if recorded is None:
+                out.append(_value_text(value) if _present(value) else None)
+            elif column not in known.get(run, set()):
+                out.append(None)
+            else:
+                out.append(_value_text(value) if _present(value) else "none")
+        return pd.Series(out, index=frame.index, dtype=object)
+
     for _, env_runs in runs.groupby("env", sort=False):
-        extra = [c for c in by if varying(env_runs, c)]
-        for index, row in env_runs.iterrows():
-            label = str(row["algo"])
-            if "episodes_per_fitness" in extra:
-                label += f" k={int(row['episodes_per_fitness'])}"
-            if "workers" in extra:
-                label += f" w={int(row['workers'])}"
-            if varying(env_runs, "sweep"):
-                label += f" [{row['sweep']}]"
-            labels[index] = label
+        extra = [c for c in ("episodes_per_fitness", "workers") if varying(env_runs, c)]
+        base = env_runs["algo"].astype(str)
+        if "episodes_per_fitness" in extra:
+            base = base + env_runs["episodes_per_fitness"].map(lambda k: f" k={int(k)}")
+        if "workers" in extra:
+            base = base + env_runs["workers"].map(lambda w: f" w={int(w)}")
+        for label, same in env_runs.groupby(base, sort=False):
+            shown = {
+                c: values(same, c)
+                for c in settings
+                if c not in ("algo", "env", "episodes_per_fitness", "workers")
+            }
+            others = [c for c, v in shown.items() if v.dropna().nunique() > 1]
+            parts = {
+                index: [f"{_short_key(c)}={shown[c][index] or 'n/a'}" for c in others]
+                for index in same.index
+            }
+            by_sweep = _sweep_names(same, {i: tuple(p) for i, p in parts.items()})
+            for index in same.index:
+                tag = by_sweep.get(index) or ", ".join(parts[index])
+                labels[index] = str(label) + (f" [{tag}]" if tag else "")
     runs[GROUP] = labels
     return runs
+
+
+def _sweep_names(same: pd.DataFrame, parts: dict[Any, tuple[str, ...]]) -> dict[Any, str]:
+    """The sweep name as a short tag when it tells the configurations apart one to one
+    (each configuration from one sweep, each sweep one configuration); else nothing."""
+    if "sweep" not in same or len(set(parts.values())) < 2:
+        return {}
+    sweeps = {index: same.at[index, "sweep"] for index in same.index}
+    if any(not _present(v) for v in sweeps.values()):
+        return {}
+    pairs = {(parts[i], str(sweeps[i])) for i in same.index}
+    configs = {c for c, _ in pairs}
+    names = {n for _, n in pairs}
+    if len(pairs) != len(configs) or len(pairs) != len(names):
+        return {}
+    return {index: str(sweeps[index]) for index in same.index}
+
+
+def n_text(runs: pd.DataFrame) -> str:
+    """Runs per group in words: ``n=3 runs per group`` or ``n=2-5 runs per group``."""
+    if runs.empty or GROUP not in runs:
+        return "n=0"
+    sizes = runs.groupby(["env", GROUP])["run"].nunique()
+    low, high = int(sizes.min()), int(sizes.max())
+    count = f"{low}" if low == high else f"{low}-{high}"
+    return f"n={count} run{'s' if high > 1 else ''} per group"
 
 
 def eval_points(steps: pd.DataFrame, x: str) -> pd.DataFrame:
@@ -134,7 +247,13 @@ def eval_points(steps: pd.DataFrame, x: str) -> pd.DataFrame:
     return rows[["run", x, "eval_return_mean"]]
 
 
-def eval_curves(steps: pd.DataFrame, runs: pd.DataFrame, x: str, points: int = 60) -> pd.DataFrame:
+def eval_curves(
+    steps: pd.DataFrame,
+    runs: pd.DataFrame,
+    x: str,
+    points: int = 60,
+    until: dict[str, float] | None = None,
+) -> pd.DataFrame:
     """Each run's eval return interpolated onto a common grid of ``x`` per (env, group).
 
     Runs log evaluations at different ``x`` (generations differ in length), so
@@ -142,7 +261,9 @@ def eval_curves(steps: pd.DataFrame, runs: pd.DataFrame, x: str, points: int = 6
     range every one of its runs covers (latest first evaluation to earliest
     last one), so the mean never mixes different sets of runs and nothing is
     extrapolated. Where the runs of a group do not overlap, each keeps its own
-    evaluation points. Returns columns run, env, group, seed, x, eval_return_mean.
+    evaluation points. ``until`` (per env) truncates every curve there (the common
+    budget), with a point interpolated at the cut. Returns columns run, env, group,
+    seed, x, eval_return_mean.
     """
     evals = eval_points(steps, x)
     columns = ["run", "env", GROUP, "seed", x, "eval_return_mean"]
@@ -150,6 +271,10 @@ def eval_curves(steps: pd.DataFrame, runs: pd.DataFrame, x: str, points: int = 6
     for (env, group), group_runs in runs.groupby(["env", GROUP], sort=False):
         own = {run: evals[evals["run"] == run].sort_values(x) for run in group_runs["run"]}
         own = {run: frame for run, frame in own.items() if len(frame)}
+        cut = (until or {}).get(str(env))
+        if cut is not None:
+            own = {run: _truncate(frame, x, cut) for run, frame in own.items()}
+            own = {run: frame for run, frame in own.items() if len(frame)}
         if not own:
             continue
         low = max(float(f[x].iloc[0]) for f in own.values())
@@ -178,29 +303,53 @@ def eval_curves(steps: pd.DataFrame, runs: pd.DataFrame, x: str, points: int = 6
     return pd.concat(frames, ignore_index=True)[columns]
 
 
-def scaling_frame(runs: pd.DataFrame) -> pd.DataFrame:
-    """Speed-up and parallel efficiency per run against the fewest workers of its group.
+def _truncate(frame: pd.DataFrame, x: str, cut: float) -> pd.DataFrame:
+    """A run's evaluations up to ``cut``, ending with a point interpolated at ``cut``."""
+    inside = frame[frame[x] <= cut]
+    if len(inside) == len(frame) or inside.empty:
+        return inside
+    end = value_at(frame[x].to_numpy(float), frame["eval_return_mean"].to_numpy(float), cut)
+    extra = pd.DataFrame({"run": [frame["run"].iloc[0]], x: [cut], "eval_return_mean": [end]})
+    return pd.concat([inside, extra], ignore_index=True)
 
-    Groups are (env, algo, episodes per fitness, backend); a group needs at
-    least two worker counts. Throughput is training env steps per second of
-    training wall-clock (``final_timesteps / final_wall_time_s``). With a
-    baseline of ``w0`` workers (1 when present): speed-up = throughput /
-    mean baseline throughput, efficiency = speed-up x ``w0`` / workers.
+
+def value_at(xs: np.ndarray, ys: np.ndarray, at: float) -> float:
+    """``ys`` linearly interpolated at ``at``; NaN outside ``xs``'s range (no extrapolation)."""
+    if len(xs) == 0 or at < xs[0] or at > xs[-1]:
+        return math.nan
+    return float(np.interp(at, xs, ys))
+
+
+def common_budget(steps: pd.DataFrame, runs: pd.DataFrame, x: str) -> dict[str, float]:
+    """Per env, the largest ``x`` every run of the env has evaluated up to.
+
+    The smallest last-evaluation ``x`` over the env's runs: at that point every
+    run has a score, so groups are compared at equal ``x`` (timesteps or
+    wall-clock) instead of at the end of unequal budgets.
     """
-    keys = ["env", "algo", "episodes_per_fitness", "backend"]
-    frames = []
-    usable = runs[runs["steps_per_s"].notna() & (runs["steps_per_s"] > 0)]
-    for _, group in usable.groupby(keys, sort=False):
-        if group["workers"].nunique() < 2:
+    evals = eval_points(steps, x)
+    result: dict[str, float] = {}
+    for env, env_runs in runs.groupby("env", sort=True):
+        ends = evals[evals["run"].isin(env_runs["run"])].groupby("run")[x].max()
+        if len(ends):
+            result[str(env)] = float(ends.min())
+    return result
+
+
+def scores_at(steps: pd.DataFrame, runs: pd.DataFrame, x: str, at: dict[str, float]) -> pd.Series:
+    """Each run's eval return interpolated at its env's ``at`` (NaN where it cannot be)."""
+    evals = eval_points(steps, x).sort_values(["run", x])
+    by_run = {run: frame for run, frame in evals.groupby("run", sort=False)}
+    values = []
+    for run, env in zip(runs["run"], runs["env"], strict=True):
+        frame = by_run.get(run)
+        point = at.get(str(env))
+        if frame is None or point is None:
+            values.append(math.nan)
             continue
-        w0 = int(group["workers"].min())
-        base = float(group.loc[group["workers"] == w0, "steps_per_s"].mean())
-        frame = group.copy()
-        frame["baseline_workers"] = w0
-        frame["speedup"] = frame["steps_per_s"] / base
-        frame["efficiency"] = frame["speedup"] * w0 / frame["workers"]
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        xs = frame[x].to_numpy(float)
+        values.append(value_at(xs, frame["eval_return_mean"].to_numpy(float), point))
+    return pd.Series(values, index=runs.index, dtype=float)
 
 
 def bytes_frame(runs: pd.DataFrame) -> pd.DataFrame:
@@ -220,3 +369,116 @@ def bytes_frame(runs: pd.DataFrame) -> pd.DataFrame:
     )
     long["direction"] = long["direction"].map(columns)
     return long[long["bytes"].notna()]
+
+
+# -- what the run recorded beyond its metrics --------------------------------------------
+
+
+def _read_artifact_json(record: Any, name: str) -> dict[str, Any]:
+    path = record.artifact_path(name)
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _float(value: Any) -> float:
+    """A number as float (numpy scalars included); NaN for anything else."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        return math.nan
+    return float(value)
+
+
+def _target_columns(target: Any, confirming: bool) -> dict[str, Any]:
+    """Time-to-target from the summary's ``target`` block: the confirmed time, else (for a
+    run that did not confirm crossings, ``confirming`` False) the first crossing."""
+    out: dict[str, Any] = {
+        "target_value": math.nan,
+        "first_crossing_s": math.nan,
+        "first_crossing_timesteps": math.nan,
+        "confirmed_s": math.nan,
+        "confirmed_timesteps": math.nan,
+        "confirmed_return": math.nan,
+        "time_to_target_s": math.nan,
+        "time_to_target_kind": None,
+    }
+    if not isinstance(target, dict):
+        return out
+    out["target_value"] = _float(target.get("return"))
+    first = target.get("first_crossing")
+    if isinstance(first, dict):
+        out["first_crossing_s"] = _float(first.get("wall_time_s"))
+        out["first_crossing_timesteps"] = _float(first.get("timesteps"))
+    confirmed = target.get("confirmed")
+    if isinstance(confirmed, dict):
+        out["confirmed_s"] = _float(confirmed.get("wall_time_s"))
+        out["confirmed_timesteps"] = _float(confirmed.get("timesteps"))
+        out["confirmed_return"] = _float(confirmed.get("return_mean"))
+    if _present(out["confirmed_s"]):
+        out["time_to_target_s"], out["time_to_target_kind"] = out["confirmed_s"], "confirmed"
+    elif _present(out["first_crossing_s"]) and not confirming:
+        out["time_to_target_s"] = out["first_crossing_s"]
+        out["time_to_target_kind"] = "first crossing"
+    return out
+
+
+BREAKDOWN_PREFIX = "time."
+
+
+def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame) -> pd.DataFrame:
+    """Per run, what its artifacts add to the metrics: CPU-seconds, parameter count, policy
+    text, time-to-target and the wall-clock breakdown.
+
+    ``cpu_seconds`` comes from ``summary.json`` (or the last logged ``cpu_seconds``
+    metric); runs recorded before the runner measured it have NaN. ``n_params`` is the
+    size of ``final_params.npy``, else SB3's count or the policy spec's. The
+    ``target`` block and ``time_breakdown`` of ``summary.json`` become
+    ``time_to_target_s`` (the confirmed time when present; else, for a run that did not
+    confirm crossings, ``confirm_episodes`` 0 or unrecorded, the first crossing; named in
+    ``time_to_target_kind``) and ``time.<part>`` columns; absent, they are NaN.
+    """
+    last_cpu = (
+        steps.dropna(subset=["cpu_seconds"]).groupby("run")["cpu_seconds"].last()
+        if "cpu_seconds" in steps
+        else pd.Series(dtype=float)
+    )
+    rows = []
+    for _, row in runs.iterrows():
+        record = records.get(row["run"])
+        summary = _read_artifact_json(record, "summary.json") if record is not None else {}
+        spec = _read_artifact_json(record, "policy_spec.json") if record is not None else {}
+        cpu = _float(summary.get("cpu_seconds"))
+        if not _present(cpu):
+            cpu = float(last_cpu.get(row["run"], math.nan))
+        n_params = _float(row.get("n_params"))
+        if not _present(n_params):
+            n_params = _float(summary.get("sb3_num_params"))
+        if not _present(n_params) and spec:
+            n_params = _spec_params(spec)
+        extra: dict[str, Any] = {
+            "run": row["run"],
+            "cpu_seconds": cpu,
+            "n_params": n_params,
+            "sb3_policy": summary.get("sb3_policy"),
+            **_target_columns(summary.get("target"), _float(row.get("confirm_episodes")) > 0),
+        }
+        breakdown = summary.get("time_breakdown")
+        if isinstance(breakdown, dict):
+            for part, seconds in breakdown.items():
+                extra[BREAKDOWN_PREFIX + str(part)] = _float(seconds)
+        rows.append(extra)
+    extras = pd.DataFrame(rows)
+    merged = runs.drop(columns=[c for c in extras.columns if c != "run" and c in runs])
+    return merged.merge(extras, on="run", how="left")
+
+
+def _spec_params(spec: dict[str, Any]) -> float:
+    try:
+        from envs.policies import PolicySpec
+
+        return float(PolicySpec.from_dict(spec).num_params)
+    except (ImportError, TypeError, ValueError):
+        return math.nan

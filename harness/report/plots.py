@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import warnings
 from typing import Any
 
 import matplotlib
@@ -22,7 +23,10 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from harness.report.anchors import Anchor, anchors_for, draw_anchors
+from harness.report.anchors import caption_text as anchor_caption
 from harness.report.data import GROUP, caption, eval_curves, eval_points
+from harness.report.stats import MIN_RUNS_INTERVAL, MIN_RUNS_IQM, curve_band, group_stats
 
 AXIS_LABELS = {"timesteps": "env timesteps (training)", "wall_time_s": "wall-clock seconds"}
 MAX_COLUMNS = 3
@@ -69,33 +73,34 @@ def _grid(n: int, width: float = 5.2, height: float = 3.9) -> tuple[Figure, list
 
 
 def _errorbar(runs: pd.DataFrame) -> Any:
-    """A 95% bootstrap interval across seeds where some group has two or more runs."""
+    """A 95% bootstrap interval where some group has enough runs for one (the n rule)."""
     most = runs.groupby(["env", GROUP])["run"].nunique().max() if len(runs) else 0
-    return ("ci", 95) if most and most >= 2 else None
+    return ("ci", 95) if most and most >= MIN_RUNS_INTERVAL else None
 
 
-BAND_REPS = 2000
 LINESTYLES = ["-", "--", ":", "-."]
 
 
-def mean_band(data: pd.DataFrame, x: str, seed: int = 0) -> pd.DataFrame | None:
-    """Mean curve of a group's runs and a 95% percentile-bootstrap band over runs (seeds).
+def group_band(data: pd.DataFrame, x: str) -> tuple[str, pd.DataFrame] | None:
+    """A group's aggregate curve and 95% band over runs, following the n rule.
 
     ``data`` holds the group's runs on one shared grid (see
-    :func:`~harness.report.data.eval_curves`); whole runs are resampled, so the
-    band is an interval for the mean curve across seeds. None when the runs do
-    not share a grid (or there is one run): then no band is drawn.
+    :func:`~harness.report.data.eval_curves`). With 4 or more runs the IQM, with 3
+    the mean, each with a stratified-bootstrap band over runs from
+    ``rliable.library.get_interval_estimates``; None with fewer runs or no shared grid.
     """
     wide = data.pivot_table(index=x, columns="run", values="eval_return_mean")
-    values = wide.to_numpy(dtype=float)
-    if values.shape[1] < 2 or np.isnan(values).any():
+    band = curve_band(wide.to_numpy(dtype=float).T)
+    if band is None:
         return None
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, values.shape[1], size=(BAND_REPS, values.shape[1]))
-    boot = values[:, picks].mean(axis=2)
-    low, high = np.percentile(boot, [2.5, 97.5], axis=1)
-    return pd.DataFrame(
-        {x: wide.index.to_numpy(float), "mean": values.mean(axis=1), "low": low, "high": high}
+    kind, points, intervals = band
+    return kind, pd.DataFrame(
+        {
+            x: wide.index.to_numpy(float),
+            "point": points,
+            "low": intervals[0],
+            "high": intervals[1],
+        }
     )
 
 
@@ -106,27 +111,55 @@ def draw_group(
     color: Any,
     label: str,
     linestyle: str = "-",
-    faint: bool = True,
+    use_rliable_plot: bool = False,
 ) -> None:
-    """A group's mean curve with its band, or each run's curve when there is no band."""
-    band = mean_band(data, x)
-    if band is None:
+    """A group's IQM or mean curve with its band, or each run's curve when n < 3.
+
+    ``use_rliable_plot`` draws the band with ``rliable.plot_utils.
+    plot_sample_efficiency_curve`` (solid lines only); otherwise with matplotlib.
+    """
+    n = data["run"].nunique()
+    result = group_band(data, x)
+    if result is None:
         for i, (_, run) in enumerate(data.groupby("run", sort=True)):
             ax.plot(
                 run[x],
                 run["eval_return_mean"],
                 color=color,
                 linestyle=linestyle,
-                linewidth=1.6,
-                label=label if i == 0 else None,
+                linewidth=1.4,
+                label=f"{label} (n={n}, each run)" if i == 0 else None,
             )
         return
+    kind, band = result
+    text = f"{label} ({kind}, n={n})"
+    if use_rliable_plot and linestyle == "-":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from rliable import plot_utils
+
+        plot_utils.plot_sample_efficiency_curve(
+            band[x].to_numpy(),
+            {text: band["point"].to_numpy()},
+            {text: np.stack([band["low"].to_numpy(), band["high"].to_numpy()])},
+            colors={text: color},
+            ax=ax,
+            marker="",
+            linewidth=1.8,
+            labelsize="medium",
+            ticklabelsize="small",
+            xlabel=ax.get_xlabel(),
+            ylabel=ax.get_ylabel(),
+            wrect=4,
+            hrect=4,
+        )
+        return
     ax.fill_between(band[x], band["low"], band["high"], color=color, alpha=0.2, linewidth=0)
-    ax.plot(band[x], band["mean"], color=color, linestyle=linestyle, linewidth=1.8, label=label)
+    ax.plot(band[x], band["point"], color=color, linestyle=linestyle, linewidth=1.8, label=text)
 
 
 def _raw_runs(ax: Any, raw: pd.DataFrame, x: str, colors: dict[str, Any], key: str) -> None:
-    """Every run's own evaluations, faint, including beyond the range all seeds share."""
+    """Every run's own evaluations, faint, including beyond the common budget."""
     for (_run, group), points in raw.groupby(["run", key]):
         ax.plot(
             points[x],
@@ -158,43 +191,112 @@ def _log_wall_clock(ax: Any, data: pd.DataFrame, x: str) -> None:
         ax.set_xlabel(AXIS_LABELS.get(x, x) + " (log scale)")
 
 
-def eval_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame, x: str) -> Figure | None:
-    """Mean eval return (95% interval band across seeds) against ``x`` per env and group."""
-    curves = eval_curves(steps, runs, x)
+def eval_curve_figure(
+    steps: pd.DataFrame,
+    runs: pd.DataFrame,
+    x: str,
+    until: dict[str, float] | None = None,
+    anchors: list[Anchor] | None = None,
+) -> Figure | None:
+    """Eval return against ``x`` per env and group: IQM (n >= 4) or mean (n = 3) with a 95%
+    band (rliable), single runs below that; truncated at the common budget ``until`` (a
+    vertical line), faint full runs behind; published anchors where the env has some."""
+    curves = eval_curves(steps, runs, x, until=until)
     if curves.empty:
         return None
     apply_style()
     envs = list(dict.fromkeys(curves["env"]))
     fig, axes = _grid(len(envs))
-    errorbar = _errorbar(runs)
     raw = eval_points(steps, x).merge(runs[["run", "env", GROUP]], on="run")
+    drawn: list[Anchor] = []
     for ax, env in zip(axes, envs, strict=True):
         data = curves[curves["env"] == env]
         order = sorted(data[GROUP].unique())
         colors = dict(zip(order, sns.color_palette(PALETTE, len(order)), strict=True))
-        if errorbar is not None:
-            _raw_runs(ax, raw[raw["env"] == env], x, colors, GROUP)
-        for group in order:
-            draw_group(ax, data[data[GROUP] == group], x, colors[group], group)
+        env_raw = raw[raw["env"] == env]
+        _raw_runs(ax, env_raw, x, colors, GROUP)
         ax.set_xlabel(AXIS_LABELS.get(x, x))
+        ax.set_ylabel("eval return (mean of episodes)")
+        for group in order:
+            draw_group(
+                ax, data[data[GROUP] == group], x, colors[group], group, use_rliable_plot=True
+            )
         if x == "timesteps":
             _timestep_axis(ax)
-        _log_wall_clock(ax, data, x)
-        ax.set_ylabel("eval return (mean of episodes)")
+        _log_wall_clock(ax, env_raw if len(env_raw) else data, x)
+        cut = (until or {}).get(str(env))
+        if cut is not None and len(env_raw) and float(env_raw[x].max()) > cut * 1.001:
+            ax.axvline(
+                cut,
+                color="0.3",
+                linestyle="-.",
+                linewidth=1.0,
+                label="common budget" if x == "timesteps" else "common wall-clock",
+            )
+        handles: list[Any] = []
+        if anchors:
+            env_anchors = anchors_for(anchors, runs, str(env))
+            handles = draw_anchors(ax, env_anchors, float(env_raw[x].max()) if len(env_raw) else 0)
+            drawn += env_anchors
         ax.set_title(str(env), fontsize=11)
-        ax.legend(fontsize=9, loc="best")
+        own, names = [], []
+        for handle, name in zip(*ax.get_legend_handles_labels(), strict=True):
+            if handle not in handles:
+                own.append(handle)
+                names.append(name)
+        curves_legend = ax.legend(own, names, fontsize=8, loc="best")
+        if handles:
+            ax.add_artist(curves_legend)
+            ax.legend(
+                handles=handles,
+                fontsize=7.5,
+                loc="lower right",
+                title="published (see caption)",
+                title_fontsize=7.5,
+            )
     what = "timesteps" if x == "timesteps" else "wall-clock"
-    band = (
-        "mean across seeds where all have evaluated, band: 95% bootstrap interval over seeds, "
-        "faint: single runs"
-        if errorbar
-        else "one run per group: no interval"
+    note = (
+        f"lines: IQM (n >= {MIN_RUNS_IQM}) or mean (n = {MIN_RUNS_INTERVAL}) over runs where all "
+        f"have evaluated, band: 95% stratified-bootstrap interval (rliable); groups of fewer "
+        f"than {MIN_RUNS_INTERVAL} runs: each run, no band; faint: each run in full"
     )
-    return finish(fig, f"Evaluation return against {what}", caption(runs, band))
+    if until:
+        note += f"; curves end at the common {'budget' if x == 'timesteps' else 'wall-clock'}"
+    if drawn:
+        note += "; " + anchor_caption(list(dict.fromkeys(drawn)))
+    return finish(fig, f"Evaluation return against {what}", caption(runs, note))
 
 
-def episodes_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
-    """Episodes per fitness compared: curves by k, and final return against k."""
+def _stat_errorbar(ax: Any, x: float, scores: np.ndarray, color: Any, label: str | None) -> None:
+    """The n rule on one axis: IQM with interval (n >= 4), mean with interval (n = 3),
+    nothing for fewer runs (their points are drawn by the caller)."""
+    stats = group_stats(scores)
+    if not stats.has_interval:
+        return
+    point, low, high, marker = (
+        (stats.iqm, stats.iqm_low, stats.iqm_high, "D")
+        if stats.n >= MIN_RUNS_IQM
+        else (stats.mean, stats.mean_low, stats.mean_high, "o")
+    )
+    ax.errorbar(
+        [x],
+        [point],
+        yerr=[[point - low], [high - point]],
+        fmt=marker,
+        color=color,
+        capsize=4,
+        markersize=7,
+        markeredgecolor="black",
+        label=label,
+    )
+
+
+def episodes_figure(
+    steps: pd.DataFrame, runs: pd.DataFrame, score: str = "final_eval_return"
+) -> Figure | None:
+    """Episodes per fitness compared: each group's curve (colour: algorithm, line: k), and
+    each group's score against k. Groups are the report's own, so runs of different
+    configurations (workers, policy, ...) are never pooled."""
     envs = [
         env
         for env, frame in runs.groupby("env", sort=False)
@@ -205,122 +307,68 @@ def episodes_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
     apply_style()
     subset = runs[runs["env"].isin(envs)].copy()
     subset["k"] = subset["episodes_per_fitness"].astype(int)
-    # Curves per (algorithm, k): the group label says both.
-    subset[GROUP] = subset["algo"].astype(str) + " k=" + subset["k"].astype(str)
-    curves = eval_curves(steps, subset, "timesteps").merge(subset[["run", "algo", "k"]], on="run")
+    curves = eval_curves(steps, subset, "timesteps")
     fig, axes = plt.subplots(len(envs), 2, figsize=(12.5, 4.2 * len(envs) + 1.0), squeeze=False)
-    errorbar = _errorbar(subset)
     algos = sorted(subset["algo"].unique())
     colors = dict(zip(algos, sns.color_palette(PALETTE, len(algos)), strict=True))
     ks = sorted(subset["k"].unique())
     styles = {k: LINESTYLES[i % len(LINESTYLES)] for i, k in enumerate(ks)}
+    group_algo = dict(zip(subset[GROUP], subset["algo"], strict=False))
+    group_k = dict(zip(subset[GROUP], subset["k"], strict=False))
     for row, env in enumerate(envs):
         left, right = axes[row]
         data = curves[curves["env"] == env]
-        for (algo, k), frame in data.groupby(["algo", "k"], sort=True):
-            draw_group(left, frame, "timesteps", colors[algo], f"{algo} k={k}", styles[k])
+        for group, frame in data.groupby(GROUP, sort=True):
+            algo, k = group_algo[group], group_k[group]
+            draw_group(left, frame, "timesteps", colors[algo], str(group), styles[k])
         left.set_xlabel(AXIS_LABELS["timesteps"])
         _timestep_axis(left)
         left.set_ylabel("eval return")
         left.set_title(f"{env}: learning curves", fontsize=11)
         left.legend(fontsize=8, loc="best")
-        finals = subset[(subset["env"] == env) & subset["final_eval_return"].notna()]
-        sns.pointplot(
-            data=finals,
-            x="episodes_per_fitness",
-            y="final_eval_return",
-            hue="algo",
-            hue_order=algos,
-            palette=colors,
-            ax=right,
-            errorbar=errorbar,
-            n_boot=1000,
-            seed=0,
-            dodge=0.3,
-            markers="o",
-            linestyles="-",
-        )
-        sns.stripplot(
-            data=finals,
-            x="episodes_per_fitness",
-            y="final_eval_return",
-            hue="algo",
-            hue_order=algos,
-            palette=colors,
-            ax=right,
-            dodge=True,
-            alpha=0.35,
-            legend=False,
-            size=4,
-        )
+        finals = subset[(subset["env"] == env) & subset[score].notna()]
+        groups = sorted(finals[GROUP].unique())
+        positions = {k: i for i, k in enumerate(ks)}
+        width = 0.3
+        per_k = {k: [g for g in groups if group_k[g] == k] for k in ks}
+        labelled: set[str] = set()
+        for k, members in per_k.items():
+            offsets = np.linspace(-width, width, len(members)) if len(members) > 1 else [0.0]
+            for offset, group in zip(offsets, members, strict=True):
+                algo = group_algo[group]
+                values = finals.loc[finals[GROUP] == group, score].to_numpy(float)
+                x = positions[k] + offset
+                right.scatter(
+                    np.full(values.size, x),
+                    values,
+                    color=colors[algo],
+                    alpha=0.45,
+                    s=18,
+                    label=None if algo in labelled else algo,
+                )
+                labelled.add(algo)
+                _stat_errorbar(right, x, values, colors[algo], None)
+        right.set_xticks(range(len(ks)), [str(k) for k in ks])
+        right.set_xlim(-0.6, len(ks) - 0.4)
         right.set_xlabel("episodes per fitness evaluation (k)")
-        right.set_ylabel("final eval return")
-        right.set_title(f"{env}: final return by k (same timestep budget)", fontsize=11)
-        legend = right.get_legend()
-        if legend is not None:
-            legend.set_title(None)
-    note = "k episodes per fitness cost k times the timesteps per generation"
-    if errorbar:
-        note += "; bands and bars: 95% bootstrap intervals over seeds"
+        right.set_ylabel(
+            "eval return at the common budget"
+            if score != "final_eval_return"
+            else "final eval return"
+        )
+        right.set_title(f"{env}: return by k (equal timesteps)", fontsize=11)
+        right.legend(fontsize=8, loc="best")
+    note = (
+        "k episodes per fitness cost k times the timesteps per generation; right: one point "
+        "per run, side by side per group; " + _RULE_NOTE
+    )
     return finish(fig, "Episodes per fitness evaluation compared", caption(subset, note))
 
 
-def scaling_figure(scaling: pd.DataFrame) -> Figure | None:
-    """Speed-up and parallel efficiency against workers, with the ideal lines."""
-    if scaling.empty:
-        return None
-    apply_style()
-    data = scaling.copy()
-    data["series"] = (
-        data["algo"]
-        + data["episodes_per_fitness"].astype(int).map(lambda k: f" k={k}")
-        + (" " + data["env"] if data["env"].nunique() > 1 else "")
-    )
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.4))
-    errorbar = ("ci", 95) if data.groupby(["series", "workers"]).size().max() > 1 else None
-    workers = np.array(sorted(data["workers"].unique()), dtype=float)
-    w0 = float(data["baseline_workers"].min())
-    sns.lineplot(
-        data=data,
-        x="workers",
-        y="speedup",
-        hue="series",
-        marker="o",
-        ax=left,
-        errorbar=errorbar,
-        err_style="bars",
-        n_boot=1000,
-        seed=0,
-    )
-    left.plot(workers, workers / w0, "k--", linewidth=1, label="ideal (linear)")
-    left.set_ylabel(f"speed-up over {int(w0)} worker{'s' if w0 > 1 else ''} (env steps/s)")
-    left.legend(fontsize=8)
-    sns.lineplot(
-        data=data,
-        x="workers",
-        y="efficiency",
-        hue="series",
-        marker="o",
-        ax=right,
-        errorbar=errorbar,
-        err_style="bars",
-        n_boot=1000,
-        seed=0,
-        legend=False,
-    )
-    right.axhline(1.0, color="k", linestyle="--", linewidth=1)
-    right.set_ylabel("parallel efficiency")
-    right.set_ylim(0, max(1.15, float(data["efficiency"].max()) * 1.1))
-    for ax in (left, right):
-        ax.set_xlabel("workers")
-        ax.set_xticks(workers)
-    cpus = data["host_cpu_count"].dropna()
-    note = "throughput: env steps per second of training; efficiency = speed-up x w0 / workers"
-    if errorbar:
-        note += "; bars: 95% bootstrap intervals over seeds"
-    if len(cpus) and workers.max() > cpus.min():
-        note += "; workers beyond the core count share cores"
-    return finish(fig, "Speed-up and parallel efficiency against workers", caption(data, note))
+_RULE_NOTE = (
+    f"bands and bars: 95% stratified-bootstrap intervals (rliable) of the IQM (n >= "
+    f"{MIN_RUNS_IQM}) or mean (n = {MIN_RUNS_INTERVAL}); fewer runs: points only"
+)
 
 
 def bytes_figure(long: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
@@ -359,43 +407,105 @@ def bytes_figure(long: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
     )
 
 
-def final_score_figure(scores: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
-    """Each run's final return, and the group IQM with its 95% stratified-bootstrap interval."""
-    finals = runs[runs["final_eval_return"].notna()]
-    if scores.empty or finals.empty:
+def final_score_figure(runs: pd.DataFrame, score: str, what: str) -> Figure | None:
+    """Each run's score, and per group the IQM (n >= 4) or mean (n = 3) with its 95% interval."""
+    finals = runs[runs[score].notna()]
+    if finals.empty:
         return None
     apply_style()
-    envs = list(dict.fromkeys(scores["env"]))
-    fig, axes = _grid(len(envs), width=5.0, height=0.55 * scores.groupby("env").size().max() + 1.8)
+    envs = list(dict.fromkeys(finals["env"]))
+    most = int(finals.groupby("env")[GROUP].nunique().max())
+    fig, axes = _grid(len(envs), width=5.4, height=0.55 * most + 1.8)
     for ax, env in zip(axes, envs, strict=True):
-        table = scores[scores["env"] == env].sort_values(GROUP)
-        order = list(table[GROUP])
+        data = finals[finals["env"] == env]
+        order = sorted(data[GROUP].unique())
         sns.stripplot(
-            data=finals[finals["env"] == env],
+            data=data,
             y=GROUP,
-            x="final_eval_return",
+            x=score,
             order=order,
             ax=ax,
             color="0.55",
             size=5,
-            alpha=0.7,
+            alpha=0.75,
             jitter=0.15,
         )
-        y = np.arange(len(order))
-        low = (table["iqm"] - table["iqm_low"]).fillna(0).to_numpy()
-        high = (table["iqm_high"] - table["iqm"]).fillna(0).to_numpy()
-        ax.errorbar(
-            table["iqm"], y, xerr=[low, high], fmt="D", color="C3", capsize=4, label="IQM, 95% CI"
-        )
+        labelled: set[str] = set()
+        for i, group in enumerate(order):
+            values = data.loc[data[GROUP] == group, score].to_numpy(float)
+            stats = group_stats(values)
+            if not stats.has_interval:
+                ax.text(
+                    ax.get_xlim()[1],
+                    i,
+                    f" n={stats.n}: too small",
+                    va="center",
+                    ha="left",
+                    fontsize=7.5,
+                    color="0.35",
+                    clip_on=False,
+                )
+                continue
+            iqm = stats.n >= MIN_RUNS_IQM
+            point, low, high = (
+                (stats.iqm, stats.iqm_low, stats.iqm_high)
+                if iqm
+                else (stats.mean, stats.mean_low, stats.mean_high)
+            )
+            name = "IQM, 95% CI" if iqm else "mean, 95% CI (n=3)"
+            ax.errorbar(
+                [point],
+                [i],
+                xerr=[[point - low], [high - point]],
+                fmt="D" if iqm else "o",
+                color="C3" if iqm else "C0",
+                capsize=4,
+                label=None if name in labelled else name,
+            )
+            labelled.add(name)
         ax.set_ylabel("")
-        ax.set_xlabel("final eval return")
+        ax.set_xlabel(what)
         ax.set_title(str(env), fontsize=11)
-        ax.legend(fontsize=8, loc="best")
+        if labelled:
+            ax.legend(fontsize=8, loc="best")
     return finish(
         fig,
-        "Final scores: runs and interquartile mean",
-        caption(runs, "grey: one run each; red: IQM with stratified-bootstrap 95% CI (rliable)"),
+        f"Scores: {what}",
+        caption(runs, "grey: one run each; " + _RULE_NOTE),
     )
+
+
+def performance_profile_figure(
+    scores: dict[str, np.ndarray], taus: np.ndarray, with_intervals: bool, note: str
+) -> Figure | None:
+    """rliable performance profiles: fraction of runs (over envs) above each normalised score."""
+    if not scores:
+        return None
+    apply_style()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from rliable import library, plot_utils
+
+        profiles, intervals = library.create_performance_profile(
+            scores, taus, reps=1000 if with_intervals else 1
+        )
+    fig, ax = plt.subplots(figsize=(8.0, 4.8))
+    colors = dict(zip(scores, sns.color_palette(PALETTE, len(scores)), strict=True))
+    plot_utils.plot_performance_profiles(
+        profiles,
+        taus,
+        performance_profile_cis=intervals if with_intervals else None,
+        colors=colors,
+        ax=ax,
+        xlabel="normalised score τ (0: worst run of the env, 1: solved threshold or best run)",
+        ylabel="fraction of runs with score > τ",
+        labelsize="medium",
+        ticklabelsize="small",
+        wrect=4,
+        hrect=4,
+    )
+    ax.legend(fontsize=8, loc="best")
+    return finish(fig, "Performance profiles across envs", note)
 
 
 def save(fig: Figure, path: Any) -> None:

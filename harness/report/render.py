@@ -15,12 +15,20 @@ from harness.report.tables import fmt, markdown_table
 
 @dataclass
 class Section:
-    """A heading with paragraphs, figures (PNG file names) and tables of display strings."""
+    """A heading with paragraphs, figures (PNG file names), tables of display strings and
+    code blocks (shell commands), rendered in that order; ``after`` paragraphs close it."""
 
     title: str
     paragraphs: list[str] = field(default_factory=list)
     images: list[tuple[str, str]] = field(default_factory=list)  # (file name, alt text)
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)  # (caption, table)
+    code: list[tuple[str, str]] = field(default_factory=list)  # (caption, shell text)
+    after: list[str] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        """The heading's fragment id, as GitHub derives it from a Markdown heading."""
+        return slug(self.title)
 
 
 @dataclass
@@ -28,10 +36,22 @@ class Document:
     title: str
     intro: list[str]
     sections: list[Section]
+    #: Shown first, in a box: things a reader must know before trusting a number.
+    warnings: list[str] = field(default_factory=list)
+
+
+def slug(title: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", title.strip().lower())
+    return text.replace(" ", "-")
 
 
 def to_markdown(doc: Document) -> str:
     out = [f"# {doc.title}", ""]
+    if doc.warnings:
+        out += ["> **Warnings**", ">"]
+        out += [f"> - {line}" for line in doc.warnings]
+        out += [""]
     for paragraph in doc.intro:
         out += [paragraph, ""]
     for section in doc.sections:
@@ -44,6 +64,12 @@ def to_markdown(doc: Document) -> str:
             if table_caption:
                 out += [f"*{table_caption}*", ""]
             out += [markdown_table(table), ""]
+        for code_caption, text in section.code:
+            if code_caption:
+                out += [f"*{code_caption}*", ""]
+            out += ["```sh", text, "```", ""]
+        for paragraph in section.after:
+            out += [paragraph, ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -70,11 +96,21 @@ def _paragraph(text: str) -> str:
     return f"<p>{_inline(text)}</p>"
 
 
+_NUMBER = re.compile(r"[-+]?[\d,]*\.?\d+%?( \([^)]*\))?|—|n/a")
+
+
+def _cell(value: object) -> str:
+    text = fmt(value)
+    numeric = _NUMBER.fullmatch(text) is not None
+    return (
+        f'<td class="num">{html.escape(text)}</td>' if numeric else f"<td>{html.escape(text)}</td>"
+    )
+
+
 def _html_table(table: pd.DataFrame) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>"
-        for row in table.itertuples(index=False)
+        "<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in table.itertuples(index=False)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -86,11 +122,17 @@ h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; }
 h2 { margin-top: 2em; border-bottom: 1px solid #eee; padding-bottom: .2em; }
 img { max-width: 100%; height: auto; display: block; margin: 1em 0; }
 table { border-collapse: collapse; margin: .6em 0 1.4em; font-size: .9em; }
-th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: right; }
+th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; }
-td:first-child, td:nth-child(2) { text-align: left; }
+td.num { text-align: right; white-space: nowrap; }
 code { background: #f4f4f4; padding: 0 .25em; border-radius: 3px; }
+pre { background: #f6f6f6; padding: .5em .8em; overflow-x: auto; font-size: .85em;
+      border: 1px solid #e2e2e2; border-radius: 4px; white-space: pre-wrap; word-break: break-all; }
 .caption { font-style: italic; color: #555; margin-bottom: .2em; }
+.warnings { background: #fff4e5; border-left: 5px solid #e69500; padding: .5em 1em;
+            margin: 1em 0; }
+.warnings ul { margin: .3em 0; }
+.table-wrap { overflow-x: auto; }
 """
 
 
@@ -102,9 +144,12 @@ def to_html(doc: Document, folder: Path) -> str:
         f"<title>{html.escape(doc.title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(doc.title)}</h1>",
     ]
+    if doc.warnings:
+        items = "".join(f"<li>{_inline(line)}</li>" for line in doc.warnings)
+        parts.append(f'<div class="warnings"><strong>Warnings</strong><ul>{items}</ul></div>')
     parts += [_paragraph(p) for p in doc.intro]
     for section in doc.sections:
-        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+        parts.append(f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>')
         parts += [_paragraph(p) for p in section.paragraphs]
         for name, alt in section.images:
             data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
@@ -112,6 +157,11 @@ def to_html(doc: Document, folder: Path) -> str:
         for table_caption, table in section.tables:
             if table_caption:
                 parts.append(f'<p class="caption">{_inline(table_caption)}</p>')
-            parts.append(_html_table(table))
+            parts.append(f'<div class="table-wrap">{_html_table(table)}</div>')
+        for code_caption, text in section.code:
+            if code_caption:
+                parts.append(f'<p class="caption">{_inline(code_caption)}</p>')
+            parts.append(f"<pre><code>{html.escape(text)}</code></pre>")
+        parts += [_paragraph(p) for p in section.after]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -1,4 +1,9 @@
-"""A 2-D UMAP map of the models a run visited, as in the seeds' article.
+"""A 2-D map of the models a run visited, as in the seeds' article: PCA or UMAP.
+
+The default map is a PCA (the two leading principal components from numpy's
+SVD: milliseconds, linear, the axes are directions in parameter space); UMAP
+(``harness report --umap``) shows neighbourhoods instead, at the cost of numba
+compiling for some seconds on first use.
 
 From a run's population log (``population.npz``, format in
 :mod:`harness.records`): for OpenAI-ES every candidate of every generation
@@ -109,8 +114,58 @@ def models_from_population(log: PopulationLog, max_points: int = MAX_POINTS) -> 
     )
 
 
-def embed(params: np.ndarray, seed: int = 0) -> np.ndarray:
-    """UMAP to 2-D, deterministic (``random_state``), neighbours scaled down for few points."""
+METHODS = ("pca", "umap")
+METHOD_NAMES = {"pca": "PCA", "umap": "UMAP"}
+
+
+def _leading_components(centred: np.ndarray, k: int = 2) -> np.ndarray:
+    """The ``k`` leading right singular vectors of ``centred`` (rows of the result).
+
+    Exact SVD when the matrix is small; otherwise a randomized range finder with
+    power iterations (Halko et al. 2011) from a fixed seed, so a 5000 x 6536 map
+    costs a few matrix products instead of a full SVD.
+    """
+    rows, cols = centred.shape
+    if min(rows, cols) <= 300:
+        return np.linalg.svd(centred, full_matrices=False)[2][:k]
+    rng = np.random.default_rng(0)
+    basis = centred @ rng.standard_normal((cols, k + 10))
+    for _ in range(2):
+        basis, _ = np.linalg.qr(basis)
+        basis = centred @ (centred.T @ basis)
+    basis, _ = np.linalg.qr(basis)
+    small = basis.T @ centred
+    return np.linalg.svd(small, full_matrices=False)[2][:k]
+
+
+def pca(params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Projection on the two leading principal components, and their explained variance ratios.
+
+    Signs are fixed (the largest loading of each component positive) so the map
+    does not flip between builds of the report.
+    """
+    data = np.asarray(params, dtype=np.float32)
+    centred = data - data.mean(axis=0)
+    components = _leading_components(centred)
+    if len(components):
+        picks = np.abs(components).argmax(axis=1)
+        signs = np.sign(components[np.arange(len(components)), picks])
+        components = components * np.where(signs == 0, 1.0, signs)[:, None]
+    xy = centred @ components.T
+    while xy.shape[1] < 2:
+        xy = np.column_stack([xy, np.zeros(len(xy))])
+    total = float((centred**2).sum())
+    ratios = (xy**2).sum(axis=0) / total if total > 0 else np.zeros(2)
+    return xy, ratios
+
+
+def embed(params: np.ndarray, seed: int = 0, method: str = "pca") -> np.ndarray:
+    """2-D embedding: PCA (default, see :func:`pca`) or UMAP (deterministic ``random_state``,
+    neighbours scaled down for few points)."""
+    if method == "pca":
+        return pca(params)[0]
+    if method != "umap":
+        raise ValueError(f"unknown map method {method!r}; use one of {', '.join(METHODS)}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import umap
@@ -129,7 +184,11 @@ def embed(params: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 def population_figure(
-    record: RunRecord, log: PopulationLog, title_caption: str, max_points: int = MAX_POINTS
+    record: RunRecord,
+    log: PopulationLog,
+    title_caption: str,
+    max_points: int = MAX_POINTS,
+    method: str = "pca",
 ) -> Figure | None:
     """Two panels over one embedding: coloured by fitness and by generation."""
     import matplotlib.pyplot as plt
@@ -139,7 +198,7 @@ def population_figure(
     cloud = models_from_population(log, max_points)
     if cloud is None or len(cloud.params) < MIN_POINTS:
         return None
-    xy = embed(cloud.params)
+    xy = embed(cloud.params, method=method)
     apply_style()
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
     candidates = ~cloud.is_centre
@@ -183,6 +242,8 @@ def population_figure(
         fig.colorbar(points, ax=ax, label=name)
         ax.set_xticks([])
         ax.set_yticks([])
+        ax.set_xlabel(f"{METHOD_NAMES[method]} 1")
+        ax.set_ylabel(f"{METHOD_NAMES[method]} 2")
         ax.set_title(f"coloured by {name}", fontsize=11)
         ax.legend(fontsize=8, loc="best")
     n_models = int(candidates.sum())
@@ -195,16 +256,20 @@ def population_figure(
         f"{title_caption} · run {record.path.name}: {n_models} {kind} and "
         f"{len(order)} centres, {log.centre.shape[1]} parameters"
     )
+    if method == "pca":
+        total = float(((cloud.params - cloud.params.mean(axis=0)) ** 2).sum())
+        ratios = (xy**2).sum(axis=0) / total if total > 0 else np.zeros(2)
+        text += f"; PCA axes explain {ratios[0]:.0%} and {ratios[1]:.0%} of the variance"
     return finish(
         fig,
-        f"UMAP map of the models visited: {record.config.get('algo')} on "
+        f"{METHOD_NAMES[method]} map of the models visited: {record.config.get('algo')} on "
         f"{record.config.get('env')}",
         text,
     )
 
 
 def final_params_figure(
-    runs: pd.DataFrame, records: dict[str, RunRecord], title_caption: str
+    runs: pd.DataFrame, records: dict[str, RunRecord], title_caption: str, method: str = "pca"
 ) -> Figure | None:
     """Fallback map: each run's final parameters, for the largest same-size set of runs."""
     import matplotlib.pyplot as plt
@@ -233,7 +298,7 @@ def final_params_figure(
         return None
     keep = frame.index[frame["policy_key"] == best.index[0]]
     subset = frame.loc[keep].reset_index(drop=True)
-    xy = embed(np.stack([vectors[i] for i in keep]))
+    xy = embed(np.stack([vectors[i] for i in keep]), method=method)
     subset["umap 1"], subset["umap 2"] = xy[:, 0], xy[:, 1]
     fig, ax = plt.subplots(figsize=(8.0, 5.6))
     scores = subset["final_eval_return"].astype(float)
@@ -253,8 +318,8 @@ def final_params_figure(
             label=str(algo),
         )
     fig.colorbar(points, ax=ax, label="final eval return")
-    ax.set_xlabel("UMAP 1")
-    ax.set_ylabel("UMAP 2")
+    ax.set_xlabel(f"{METHOD_NAMES[method]} 1")
+    ax.set_ylabel(f"{METHOD_NAMES[method]} 2")
     ax.set_xticks([])
     ax.set_yticks([])
     ax.legend(fontsize=8, loc="best", title="algorithm", title_fontsize=8)
@@ -263,4 +328,4 @@ def final_params_figure(
         f"{title_caption} · {len(subset)} runs' final parameters "
         f"({int(subset['dim'].iloc[0])} each); no population log stored"
     )
-    return finish(fig, f"UMAP map of final models: {env}", text)
+    return finish(fig, f"{METHOD_NAMES[method]} map of final models: {env}", text)

@@ -1,0 +1,150 @@
+"""Budgets audited: what each group asked for, what it used, and warnings when they disagree.
+
+Requested: the run's budget keys (``timesteps``, ``generations``, ``time_limit``,
+``target_return``). Used: final training timesteps, generations (steps), training
+wall-clock, and CPU-seconds of the run's process tree (``cpu_seconds`` in
+``summary.json``; runs recorded before the runner measured it show "n/a"), with the
+host's core count. Warnings (shown at the top of a report):
+
+* the groups of one env used timesteps, or wall-clock, differing by more than
+  :data:`TOLERANCE` (10%) between the smallest and the largest group mean;
+* the groups of one env asked for different budgets;
+* a run used more than 10% beyond its requested timesteps or time limit (an ES
+  generation finishes before the budget is checked, so a large population on a
+  small budget overruns).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from harness.report.data import GROUP, budget_text
+from harness.report.tables import fmt
+
+TOLERANCE = 0.10
+
+
+def _spread(values: pd.Series) -> float:
+    """(max - min) / min of positive values; NaN when undefined."""
+    values = values.dropna()
+    values = values[values > 0]
+    if len(values) < 2:
+        return math.nan
+    return float(values.max() / values.min() - 1.0)
+
+
+def _range_text(values: pd.Series, digits: int = 0) -> str:
+    values = values.dropna()
+    if values.empty:
+        return "n/a"
+    low, high = float(values.min()), float(values.max())
+    mean = float(values.mean())
+    if math.isclose(low, high, rel_tol=1e-9, abs_tol=1e-9):
+        return fmt(mean, digits)
+    return f"{fmt(mean, digits)} ({fmt(low, digits)}–{fmt(high, digits)})"
+
+
+def budget_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Requested and used budget per (env, group), with CPU-seconds and cores."""
+    rows = []
+    for (env, group), frame in runs.groupby(["env", GROUP], sort=True):
+        requested = budget_text(frame)
+        ask = frame["budget_timesteps"] if "budget_timesteps" in frame else pd.Series(dtype=float)
+        ratio = frame["final_timesteps"] / pd.to_numeric(ask, errors="coerce")
+        cpu = frame["cpu_seconds"] if "cpu_seconds" in frame else pd.Series(dtype=float)
+        cores = frame["host_cpu_count"].dropna().astype(int).unique()
+        rows.append(
+            {
+                "env": env,
+                "group": group,
+                "runs": len(frame),
+                "requested": requested,
+                "timesteps used": _range_text(frame["final_timesteps"]),
+                "used / requested": "—"
+                if ratio.dropna().empty
+                else f"{float(ratio.max()):.0%}" + (" (max)" if ratio.nunique() > 1 else ""),
+                "generations": _range_text(frame["generations"]),
+                "wall-clock s": _range_text(frame["final_wall_time_s"], 1),
+                "CPU-seconds": _range_text(cpu, 1) if cpu.notna().any() else "n/a",
+                "cores": ", ".join(str(c) for c in sorted(cores)) or "n/a",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _short(value: float) -> str:
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.3g}k"
+    return f"{value:.3g}"
+
+
+def budget_warnings(runs: pd.DataFrame) -> list[str]:
+    """One-line warnings about unequal or overrun budgets (empty when all is even)."""
+    warnings: list[str] = []
+    for env, env_runs in runs.groupby("env", sort=True):
+        means = env_runs.groupby(GROUP)[["final_timesteps", "final_wall_time_s"]].mean()
+        time_budget = (
+            "budget_time_limit" in env_runs and env_runs["budget_time_limit"].notna().any()
+        )
+        for column, what, unit, where in (
+            (
+                "final_timesteps",
+                "timesteps",
+                "",
+                "scores are compared at the common budget (the largest timesteps all runs "
+                "reached); the at-end table ranks unequal budgets",
+            ),
+            (
+                "final_wall_time_s",
+                "training wall-clock",
+                " s",
+                "wall-clock comparisons are made at the common wall-clock (the least any run "
+                "trained)"
+                + ("" if time_budget else "; the budget was not wall-clock, so this is a result")
+                + ", and runs that shared cores ran slower",
+            ),
+        ):
+            spread = _spread(means[column])
+            if not math.isnan(spread) and spread > TOLERANCE:
+                low, high = means[column].idxmin(), means[column].idxmax()
+                warnings.append(
+                    f"**{env}**: groups used {what} differing by {spread:+.0%} "
+                    f"({low}: {_short(float(means[column][low]))}{unit}, "
+                    f"{high}: {_short(float(means[column][high]))}{unit}); {where}."
+                )
+        asked = {budget_text(frame) for _, frame in env_runs.groupby(GROUP)}
+        if len(asked) > 1:
+            warnings.append(
+                f"**{env}**: groups asked for different budgets ({'; '.join(sorted(asked))})."
+            )
+        warnings += _overruns(env, env_runs)
+    return warnings
+
+
+def _overruns(env: Any, env_runs: pd.DataFrame) -> list[str]:
+    out = []
+    for group, frame in env_runs.groupby(GROUP, sort=True):
+        for column, used_column, unit in (
+            ("budget_timesteps", "final_timesteps", "timesteps"),
+            ("budget_time_limit", "final_wall_time_s", "s"),
+        ):
+            if column not in frame:
+                continue
+            asked = pd.to_numeric(frame[column], errors="coerce")
+            over = frame[used_column] / asked - 1.0
+            bad = over[over > TOLERANCE]
+            if bad.empty:
+                continue
+            worst = bad.idxmax()
+            out.append(
+                f"**{env}**: {len(bad)} of {len(frame)} run(s) of {group} overran their "
+                f"{_short(float(asked[worst]))}-{unit} budget by up to {float(bad.max()):+.0%} "
+                f"(run {frame.loc[worst, 'run']}: {_short(float(frame.loc[worst, used_column]))} "
+                f"{unit})."
+            )
+    return out

@@ -1,0 +1,434 @@
+"""Statistics that match the number of runs, computed with rliable.
+
+The rule (stated in every report):
+
+* a **95% interval** (stratified bootstrap over runs, ``rliable.library.
+  get_interval_estimates``) only for a group of at least :data:`MIN_RUNS_INTERVAL`
+  = 3 runs; with fewer, the cell says "n too small": two runs give at most four
+  distinct resamples, so an "interval" of them is an artefact;
+* the **IQM** (interquartile mean, ``rliable.metrics.aggregate_iqm``) only with at
+  least :data:`MIN_RUNS_IQM` = 4 runs: with three or fewer it trims nothing or
+  only rounds and reads as a mean with a stronger-sounding name;
+* **P(X > Y)** (``rliable.metrics.probability_of_improvement``: Mann-Whitney U / nm)
+  only for pairs of groups on one env that differ in exactly one factor (the
+  algorithm, the episodes per fitness k, or the workers W), its interval only when
+  both sides have at least 3 runs;
+* a **lead** is called only when the leader's and the runner-up's intervals do not
+  overlap; otherwise the conclusion says "inconclusive at n=...".
+
+Scores compared are each run's evaluation return at the env's *common budget*
+(the largest timesteps, or wall-clock, that every run of the env reached; see
+:func:`harness.report.data.common_budget`), and separately at the end of each run.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.report.data import GROUP
+
+MIN_RUNS_INTERVAL = 3
+MIN_RUNS_IQM = 4
+N_TOO_SMALL = "n too small"
+BOOTSTRAP_REPS = 1000
+CURVE_REPS = 500
+CONFIDENCE = 0.95
+#: The factors a one-factor pair may differ in: column -> name shown.
+FACTORS = {"algo": "algorithm", "episodes_per_fitness": "k", "workers": "W"}
+
+RULE_TEXT = (
+    f"Statistics follow the number of runs: a 95% interval (stratified bootstrap over runs, "
+    f"{BOOTSTRAP_REPS} resamples, rliable) only for groups of at least {MIN_RUNS_INTERVAL} runs, "
+    f"the IQM (interquartile mean) only with at least {MIN_RUNS_IQM}; smaller groups show "
+    f'"{N_TOO_SMALL}" in those cells. P(X > Y) is listed only for pairs that differ in one '
+    "factor (algorithm, k or W) on the same env."
+)
+
+
+def quiet_rliable() -> tuple[Any, Any]:
+    """rliable's ``library`` and ``metrics`` (their import warnings silenced)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from rliable import library, metrics
+    return library, metrics
+
+
+def _bootstrap(
+    data: np.ndarray | tuple[np.ndarray, np.ndarray],
+    func: Callable[..., Any],
+    reps: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Point estimate and (2, ...) interval of ``func`` by rliable's stratified bootstrap."""
+    library, _ = quiet_rliable()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        points, intervals = library.get_interval_estimates(
+            {"x": data},
+            func,
+            reps=reps,
+            confidence_interval_size=CONFIDENCE,
+            random_state=np.random.RandomState(seed),
+        )
+    return np.asarray(points["x"], dtype=float), np.asarray(intervals["x"], dtype=float)
+
+
+def iqm(scores: np.ndarray) -> float:
+    """``rliable.metrics.aggregate_iqm`` (scipy's 25% trimmed mean over all entries) in plain
+    numpy: the same number without scipy's per-call overhead, which dominated a bootstrap."""
+    flat = np.sort(np.asarray(scores, dtype=np.float64), axis=None)
+    cut = int(0.25 * flat.size)
+    return float(flat[cut : flat.size - cut].mean())
+
+
+def _mean_and_iqm(scores: np.ndarray) -> np.ndarray:
+    return np.array([float(np.mean(scores)), iqm(scores)])
+
+
+def _mean(scores: np.ndarray) -> np.ndarray:
+    """``rliable.metrics.aggregate_mean`` (the mean over runs and tasks) as a 1-element array."""
+    return np.array([float(np.mean(scores))])
+
+
+@dataclass
+class GroupStats:
+    """Summary of one group's scores under the n rule (NaN where n is too small)."""
+
+    n: int
+    mean: float
+    median: float
+    std: float
+    mean_low: float
+    mean_high: float
+    iqm: float
+    iqm_low: float
+    iqm_high: float
+
+    @property
+    def has_interval(self) -> bool:
+        return self.n >= MIN_RUNS_INTERVAL
+
+
+def group_stats(scores: Sequence[float] | np.ndarray, seed: int = 0) -> GroupStats:
+    """Mean, median, std; the mean's interval (n >= 3); the IQM and its interval (n >= 4).
+
+    Memoised on the scores: a report asks for the same group's statistics in a table,
+    a figure and a conclusion, and each bootstrap costs a noticeable fraction of a second.
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    return _group_stats(tuple(float(v) for v in values), seed)
+
+
+@lru_cache(maxsize=1024)
+def _group_stats(values_key: tuple[float, ...], seed: int) -> GroupStats:
+    values = np.asarray(values_key, dtype=np.float64)
+    n = int(values.size)
+    nan = math.nan
+    if n == 0:
+        return GroupStats(0, nan, nan, nan, nan, nan, nan, nan, nan)
+    stats = GroupStats(
+        n=n,
+        mean=float(values.mean()),
+        median=float(np.median(values)),
+        std=float(values.std(ddof=1)) if n > 1 else nan,
+        mean_low=nan,
+        mean_high=nan,
+        iqm=nan,
+        iqm_low=nan,
+        iqm_high=nan,
+    )
+    if n >= MIN_RUNS_IQM:
+        points, intervals = _bootstrap(values.reshape(-1, 1), _mean_and_iqm, BOOTSTRAP_REPS, seed)
+        stats.iqm = float(points[1])
+        stats.iqm_low, stats.iqm_high = float(intervals[0, 1]), float(intervals[1, 1])
+    elif n >= MIN_RUNS_INTERVAL:
+        points, intervals = _bootstrap(values.reshape(-1, 1), _mean, BOOTSTRAP_REPS, seed)
+    else:
+        return stats
+    stats.mean_low, stats.mean_high = float(intervals[0, 0]), float(intervals[1, 0])
+    return stats
+
+
+def score_frame(runs: pd.DataFrame, column: str, x_column: str | None = None) -> pd.DataFrame:
+    """One row per (env, group): the :class:`GroupStats` of ``runs[column]``.
+
+    ``x_column`` (optional) is averaged into ``x`` (e.g. the timesteps the scores
+    were taken at).
+    """
+    rows = []
+    for (env, group), frame in runs.groupby(["env", GROUP], sort=True):
+        scores = frame[column].to_numpy(float)
+        stats = group_stats(scores)
+        if stats.n == 0:
+            continue
+        row: dict[str, Any] = {"env": env, GROUP: group, **vars(stats)}
+        row["seeds"] = ", ".join(
+            str(int(s)) for s in sorted(frame.loc[np.isfinite(scores), "seed"].unique())
+        )
+        row["runs_total"] = len(frame)
+        if x_column is not None:
+            row["x"] = float(frame[x_column].mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# -- curves ---------------------------------------------------------------------------
+
+
+def curve_statistic(kind: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Per-frame aggregate of a (runs x 1 x frames) array: ``mean`` or ``iqm``.
+
+    Equal, frame by frame, to ``rliable.metrics.aggregate_mean`` and
+    ``aggregate_iqm`` (scipy's 25% trimmed mean over all runs), vectorised over
+    frames so a bootstrap of a 60-point curve stays fast.
+    """
+
+    def statistic(scores: np.ndarray) -> np.ndarray:
+        flat = np.asarray(scores, dtype=np.float64).reshape(scores.shape[0], -1)
+        if kind == "iqm":
+            ordered = np.sort(flat, axis=0)
+            cut = int(0.25 * len(ordered))
+            return ordered[cut : len(ordered) - cut].mean(axis=0)
+        return flat.mean(axis=0)
+
+    return statistic
+
+
+def curve_band(values: np.ndarray, seed: int = 0) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """Aggregate curve over runs with its 95% bootstrap band, following the n rule.
+
+    ``values`` is (runs x frames) on a shared grid. Returns (``"IQM"`` or
+    ``"mean"``, point estimates, (2 x frames) interval), or None with fewer than
+    3 runs (then each run is drawn on its own).
+    """
+    n = values.shape[0]
+    if n < MIN_RUNS_INTERVAL or np.isnan(values).any():
+        return None
+    kind = "iqm" if n >= MIN_RUNS_IQM else "mean"
+    points, intervals = _bootstrap(values[:, None, :], curve_statistic(kind), CURVE_REPS, seed)
+    return ("IQM" if kind == "iqm" else "mean"), points, intervals
+
+
+# -- probability of improvement ---------------------------------------------------------
+
+
+def poi_statistic(scores_x: np.ndarray, scores_y: np.ndarray) -> float:
+    """rliable's probability of improvement, vectorised: mean over tasks of P(X > Y) + P(X = Y)/2.
+
+    Equal to ``rliable.metrics.probability_of_improvement`` (Mann-Whitney U / nm
+    per task), without SciPy's per-call overhead, so thousands of bootstrap
+    resamples stay cheap.
+    """
+    x = np.asarray(scores_x, dtype=np.float64)[:, None, :]
+    y = np.asarray(scores_y, dtype=np.float64)[None, :, :]
+    wins = (x > y).mean(axis=(0, 1)) + 0.5 * (x == y).mean(axis=(0, 1))
+    return float(wins.mean())
+
+
+def _factor_values(frame: pd.DataFrame) -> dict[str, Any]:
+    return {column: frame[column].iloc[0] if column in frame else None for column in FACTORS}
+
+
+def one_factor_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """(env, X, Y, factor) for every pair of groups on one env differing in exactly one of
+    algorithm, k and W. Groups whose runs mix values of a factor are left out."""
+    pairs = []
+    for env, env_runs in runs.groupby("env", sort=True):
+        factors: dict[str, dict[str, Any]] = {}
+        for group, frame in env_runs.groupby(GROUP, sort=True):
+            if any(c in frame and frame[c].nunique() > 1 for c in FACTORS):
+                continue
+            factors[str(group)] = _factor_values(frame)
+        names = sorted(factors)
+        for i, x in enumerate(names):
+            for y in names[i + 1 :]:
+                differ = [c for c in FACTORS if factors[x][c] != factors[y][c]]
+                if len(differ) == 1:
+                    pairs.append((str(env), x, y, FACTORS[differ[0]]))
+    return pairs
+
+
+def probability_of_improvement(
+    runs: pd.DataFrame,
+    column: str,
+    other_differences: Callable[[str, str, str], str] | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """P(X > Y) of ``runs[column]`` for the one-factor pairs, with an interval when both
+    groups have at least 3 runs. ``other_differences(env, x, y)`` names settings beyond
+    the factor that also differ (shown, so a pair is not read as a clean comparison)."""
+    _, metrics = quiet_rliable()
+    rows = []
+    for env, x, y, factor in one_factor_pairs(runs):
+        env_runs = runs[runs["env"] == env]
+        sx = env_runs.loc[env_runs[GROUP] == x, column].dropna().to_numpy(float).reshape(-1, 1)
+        sy = env_runs.loc[env_runs[GROUP] == y, column].dropna().to_numpy(float).reshape(-1, 1)
+        if not (sx.size and sy.size):
+            continue
+        point = float(metrics.probability_of_improvement(sx, sy))
+        low = high = math.nan
+        if min(len(sx), len(sy)) >= MIN_RUNS_INTERVAL:
+            _, intervals = _bootstrap((sx, sy), poi_statistic, BOOTSTRAP_REPS, seed)
+            low, high = (float(v) for v in np.ravel(intervals)[:2])
+        rows.append(
+            {
+                "env": env,
+                "X": x,
+                "Y": y,
+                "factor": factor,
+                "runs X": len(sx),
+                "runs Y": len(sy),
+                "P(X > Y)": point,
+                "low": low,
+                "high": high,
+                "also differ": other_differences(env, x, y) if other_differences else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# -- conclusions ------------------------------------------------------------------------
+
+
+def overlap(a: GroupStats, b: GroupStats) -> bool | None:
+    """Whether the two groups' mean intervals overlap; None when either has no interval."""
+    if not (a.has_interval and b.has_interval):
+        return None
+    return not (a.mean_low > b.mean_high or b.mean_low > a.mean_high)
+
+
+def lead_text(stats: dict[str, GroupStats], where: str, digits: int = 1) -> str:
+    """One caveated sentence: who leads ``where`` (e.g. "at 40k timesteps"), and whether
+    the intervals let one say so. Groups without a score there are named as such."""
+    ranked = sorted(((g, s) for g, s in stats.items() if s.n > 0), key=lambda item: -item[1].mean)
+    absent = sorted(g for g, s in stats.items() if s.n == 0)
+    tail = f" No score by then for {', '.join(absent)}." if absent else ""
+    if not ranked:
+        return f"{where}: no scores.{tail}"
+    if len(ranked) == 1:
+        group, s = ranked[0]
+        return (
+            f"{where}: only {group} has a score (mean {s.mean:.{digits}f}, n={s.n}); "
+            f"nothing to compare.{tail}"
+        )
+    top = [(g, s) for g, s in ranked if math.isclose(s.mean, ranked[0][1].mean, abs_tol=1e-9)]
+    if len(top) > 1:
+        names = ", ".join(f"{g} (n={s.n})" for g, s in top)
+        return f"{where}: {names} tie at mean {top[0][1].mean:.{digits}f}.{tail}"
+    (first, a), (second, b) = ranked[0], ranked[1]
+    text = (
+        f"{where}: **{first}** leads (mean {a.mean:.{digits}f}, n={a.n}) ahead of {second} "
+        f"(mean {b.mean:.{digits}f}, n={b.n})"
+    )
+    verdict = overlap(a, b)
+    smallest = min(a.n, b.n)
+    if verdict is None:
+        return text + f"; no intervals at n={smallest}: inconclusive at n={smallest}.{tail}"
+    bounds = (
+        f"[{a.mean_low:.{digits}f}, {a.mean_high:.{digits}f}] vs "
+        f"[{b.mean_low:.{digits}f}, {b.mean_high:.{digits}f}]"
+    )
+    if verdict:
+        return text + f"; 95% intervals overlap ({bounds}): inconclusive at n={smallest}.{tail}"
+    return text + f"; 95% intervals do not overlap ({bounds}): {first} ahead at n={smallest}.{tail}"
+
+
+def stats_by_group(runs: pd.DataFrame, column: str) -> dict[str, GroupStats]:
+    """:func:`group_stats` of ``runs[column]`` per group (one env's runs)."""
+    return {
+        str(group): group_stats(frame[column].to_numpy(float))
+        for group, frame in runs.groupby(GROUP, sort=True)
+    }
+
+
+# -- performance profiles ---------------------------------------------------------------
+
+
+def _profile_groups(runs: pd.DataFrame, envs: list[str]) -> dict[str, pd.DataFrame]:
+    """Runs of one configuration per env, matched across envs by (algorithm, k, W).
+
+    Group labels are per env (an env whose runs all share k does not show it), so the
+    match is on the factors; a factor combination with several groups on one env is
+    ambiguous there and left out, as is one missing from some env.
+    """
+    keys = [c for c in FACTORS if c in runs]
+    if "algo" not in keys:
+        return {}
+    matched: dict[tuple[Any, ...], list[pd.DataFrame]] = {}
+    for env in envs:
+        env_runs = runs[runs["env"].astype(str) == env]
+        for key, frame in env_runs.groupby(keys, sort=True):
+            if frame[GROUP].nunique() == 1:
+                matched.setdefault(tuple(np.atleast_1d(key)), []).append(frame)
+    complete = {key: frames for key, frames in matched.items() if len(frames) == len(envs)}
+    varying = [i for i, _ in enumerate(keys) if len({key[i] for key in complete}) > 1 or i == 0]
+    out = {}
+    for key, frames in complete.items():
+        label = " ".join(
+            str(key[i]) if keys[i] == "algo" else f"{FACTORS[keys[i]]}={int(key[i])}"
+            for i in varying
+        )
+        out[label] = pd.concat(frames)
+    return out
+
+
+def profile_scores(
+    runs: pd.DataFrame, column: str, solved: dict[str, float]
+) -> tuple[dict[str, np.ndarray], np.ndarray, bool, str] | None:
+    """Normalised (runs x envs) score matrices of the groups run on every env, for
+    ``rliable.library.create_performance_profile``; None with fewer than 2 envs or no
+    group on all of them.
+
+    Per env, 0 is the worst run's score in the report and 1 the env's solved threshold
+    (``solved``, from the anchors) or, without one, the best run's score. Rows pair the
+    seeds every env has for that group. Returns (scores, taus, whether every group has
+    at least 3 runs, a note naming the normalisation).
+    """
+    envs = sorted(runs["env"].dropna().astype(str).unique())
+    if len(envs) < 2:
+        return None
+    bounds: dict[str, tuple[float, float, str]] = {}
+    for env in envs:
+        values = runs.loc[runs["env"] == env, column].dropna().to_numpy(float)
+        if values.size == 0:
+            return None
+        low = float(values.min())
+        high, how = solved.get(env, math.nan), "solved threshold"
+        if math.isnan(high) or high <= low:
+            high, how = float(values.max()), "best run"
+        if high <= low:
+            return None
+        bounds[env] = (low, high, how)
+    scores: dict[str, np.ndarray] = {}
+    for group, frame in _profile_groups(runs, envs).items():
+        seed_sets = [
+            set(frame.loc[(frame["env"] == env) & frame[column].notna(), "seed"]) for env in envs
+        ]
+        seeds = sorted(set.intersection(*seed_sets))
+        if not seeds:
+            continue
+        matrix = np.empty((len(seeds), len(envs)))
+        for j, env in enumerate(envs):
+            low, high, _ = bounds[env]
+            mine = frame[frame["env"] == env].drop_duplicates("seed").set_index("seed")[column]
+            matrix[:, j] = (mine.loc[seeds].to_numpy(float) - low) / (high - low)
+        scores[str(group)] = matrix
+    if not scores:
+        return None
+    every = np.concatenate([m.ravel() for m in scores.values()])
+    taus = np.linspace(min(0.0, float(every.min())), max(1.0, float(every.max())), 101)
+    with_intervals = min(m.shape[0] for m in scores.values()) >= MIN_RUNS_INTERVAL
+    note = "normalised per env: " + "; ".join(
+        f"{env} 0 = {low:.1f} (worst run), 1 = {high:.1f} ({how})"
+        for env, (low, high, how) in bounds.items()
+    )
+    return scores, taus, with_intervals, note

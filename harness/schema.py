@@ -1,0 +1,589 @@
+"""The run knobs: one declared table from which everything that names a knob is generated.
+
+Each :class:`Knob` says its config key, type, built-in default, one-line doc,
+which algorithm families it applies to, and how a user sets it (``harness run``
+flags, ``--set KEY=VALUE``, a sweep grid axis). From :data:`KNOBS` come the
+flags of ``harness run`` (and the knob flags of ``check-repro`` and ``resume``),
+Sacred's config scope (``harness.experiment``), the ``--set`` help and its
+"did you mean" suggestions, the grid keys of a sweep file, and the completion
+in :func:`harness.config.build_run_config`. ``tests/test_schema.py`` fails when
+the argparse flags, the Sacred config or this table disagree.
+
+An algorithm's own hyperparameters are not listed here: they are the fields of
+its config dataclass (``--set population=30``), documented where they are used.
+
+Add a run knob: one ``Knob(...)`` line below (section ``run``: its per-env value
+may come from the ``run:`` sections of ``experiments/defaults.yaml``); the runner
+reads it from the completed config.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Family = Literal["es", "rl"]
+Section = Literal["identity", "budget", "run", "policy", "record"]
+
+ES: frozenset[str] = frozenset({"es"})
+ALL: frozenset[str] = frozenset({"es", "rl"})
+FAMILY_NAMES = {"es": "the ES family", "rl": "PPO/A2C"}
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob of a run's config."""
+
+    #: config key; policy knobs are ``policy.NAME``
+    name: str
+    #: int, float, bool, str or list
+    type: type
+    #: built-in default (None: unset, or for per-env knobs "from experiments/defaults.yaml")
+    default: Any
+    #: one line, shown by --help, --set help and Sacred's print_config
+    doc: str
+    section: Section = "run"
+    #: algorithm families whose runs use it; elsewhere a user-given value is refused
+    families: frozenset[str] = ALL
+    #: ``harness run`` flags, the first the main spelling (the others are aliases)
+    flags: tuple[str, ...] = ()
+    #: accepted by ``--set KEY=VALUE`` (and a sweep file's ``set`` list)
+    settable: bool = False
+    #: an axis of a sweep file's ``grid``
+    grid: bool = False
+    #: smallest value allowed (None: no bound); time_limit's 0 is exclusive, see ``positive``
+    least: float | None = None
+    #: the value must be > least instead of >= least
+    positive: bool = False
+    #: allowed values of a str knob (empty: any)
+    choices: tuple[str, ...] = ()
+    #: None is a valid value (not only "take the default")
+    nullable: bool = False
+    #: workers only: "auto" is this machine's CPU count
+    allow_auto: bool = False
+    #: the default depends on the env (experiments/defaults.yaml); help says so
+    per_env: bool = False
+    #: argparse metavar of the flag (default: the key in capitals)
+    metavar: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The last part of the name (``policy.kind`` -> ``kind``)."""
+        return self.name.rpartition(".")[2]
+
+    @property
+    def flag(self) -> str | None:
+        """The main flag spelling, or None."""
+        return self.flags[0] if self.flags else None
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination of the knob's flags."""
+        return self.name.replace(".", "_")
+
+    def below_least(self, value: Any) -> bool:
+        """Whether ``value`` is under the knob's lower bound."""
+        if self.least is None:
+            return False
+        return bool(value <= self.least if self.positive else value < self.least)
+
+    def applies_to(self, family: str) -> bool:
+        """Whether runs of an algorithm of ``family`` use this knob."""
+        return family in self.families
+
+    def spelling(self) -> str:
+        """How a user names the knob: its flag, else ``NAME`` (a --set key)."""
+        return self.flag or self.name
+
+    def not_applicable(self, algo: str, users: str) -> str:
+        """The one-line refusal of a user-given value of this knob for ``algo``.
+
+        ``users``: the algorithms that do use it, e.g. ``optimes, cma, nevergrad-es``.
+        """
+        shown = self.name
+        if self.flag:
+            same = self.flag.lstrip("-").replace("-", "_") == self.name
+            shown = self.flag if same else f"{self.flag} ({self.name})"
+        return f"{shown} does not apply to {algo}; only {users} use it"
+
+
+KNOBS: tuple[Knob, ...] = (
+    # -- what runs ----------------------------------------------------------------------
+    Knob(
+        "algo",
+        str,
+        "optimes",
+        "algorithm name (see `harness list`)",
+        section="identity",
+        flags=("--algo",),
+        metavar="A",
+        grid=True,
+    ),
+    Knob(
+        "env",
+        str,
+        "LunarLanderContinuous",
+        "env short name or any gymnasium id",
+        section="identity",
+        flags=("--env",),
+        metavar="E",
+        grid=True,
+    ),
+    Knob(
+        "seed",
+        int,
+        0,
+        "run seed: every random choice derives from it",
+        section="identity",
+        flags=("--seed",),
+        metavar="S",
+        grid=True,
+        least=0,
+    ),
+    Knob(
+        "episodes",
+        int,
+        1,
+        "episodes per fitness evaluation: a candidate's fitness is the mean return of K "
+        "episodes (not a training length)",
+        section="identity",
+        families=ES,
+        flags=("--episodes-per-fitness", "--episodes"),
+        metavar="K",
+        grid=True,
+        least=1,
+    ),
+    Knob(
+        "workers",
+        int,
+        1,
+        "parallel workers: ES evaluation processes or Ray actors; PPO/A2C: their n_envs envs "
+        "step in subprocesses when > 1. 'auto': this machine's CPUs (recorded as the number). "
+        "1 by default everywhere, so a config is the same on every machine; no result "
+        "depends on it",
+        section="identity",
+        flags=("--workers",),
+        metavar="W",
+        grid=True,
+        least=1,
+        allow_auto=True,
+    ),
+    Knob(
+        "backend",
+        str,
+        "process",
+        "where ES candidates are evaluated: inline (this process), process (a pool on this "
+        "machine) or ray (a Ray instance or cluster)",
+        section="identity",
+        families=ES,
+        flags=("--backend",),
+    ),
+    Knob(
+        "ray_address",
+        str,
+        None,
+        "Ray cluster address for --backend ray (HOST:PORT, ray://HOST:PORT or auto)",
+        section="identity",
+        families=ES,
+        flags=("--ray-address",),
+        metavar="ADDR",
+        nullable=True,
+    ),
+    # -- budget: whichever comes first ----------------------------------------------------
+    Knob(
+        "timesteps",
+        int,
+        None,
+        "budget: training env steps",
+        section="budget",
+        flags=("--timesteps", "-n"),
+        metavar="T",
+        settable=True,
+        least=1,
+        nullable=True,
+        per_env=True,
+    ),
+    Knob(
+        "generations",
+        int,
+        None,
+        "budget: generations (PPO/A2C: rollout/update chunks)",
+        section="budget",
+        flags=("--generations",),
+        metavar="G",
+        settable=True,
+        least=1,
+        nullable=True,
+        per_env=True,
+    ),
+    Knob(
+        "time_limit",
+        float,
+        None,
+        "budget: training wall-clock seconds",
+        section="budget",
+        flags=("--time-limit",),
+        metavar="SEC",
+        settable=True,
+        least=0,
+        positive=True,
+        nullable=True,
+        per_env=True,
+    ),
+    Knob(
+        "target_return",
+        float,
+        None,
+        "stop once an evaluation's mean return reaches this (confirmed on fresh episodes)",
+        section="budget",
+        flags=("--target-return",),
+        metavar="R",
+        settable=True,
+        nullable=True,
+        per_env=True,
+    ),
+    # -- run: per-env values in the run sections of experiments/defaults.yaml -------------
+    Knob(
+        "eval_every_timesteps",
+        int,
+        50000,
+        "evaluate the current policy every this many training steps",
+        settable=True,
+        least=1,
+        per_env=True,
+    ),
+    Knob(
+        "eval_episodes",
+        int,
+        10,
+        "fresh seeded episodes per evaluation",
+        settable=True,
+        least=1,
+        per_env=True,
+    ),
+    Knob(
+        "checkpoint_every",
+        int,
+        10,
+        "write a checkpoint every this many steps (generations/updates)",
+        settable=True,
+        least=0,
+        per_env=True,
+    ),
+    Knob(
+        "max_episode_steps",
+        int,
+        None,
+        "episode step cap for training (null: the env's own limit)",
+        settable=True,
+        least=1,
+        nullable=True,
+        per_env=True,
+    ),
+    Knob(
+        "fail_on_env_error",
+        bool,
+        True,
+        "stop on an env exception or NaN; false scores that candidate as worst",
+        families=ES,
+        settable=True,
+        per_env=True,
+    ),
+    Knob(
+        "population_log_every",
+        int,
+        1,
+        "log each generation's fitness and candidates, and the centre every N generations "
+        "(0: no log; feeds the report's UMAP map)",
+        families=ES,
+        settable=True,
+        least=0,
+        per_env=True,
+    ),
+    Knob(
+        "sync",
+        str,
+        "broadcast",
+        "broadcast (the centre is sent each generation) or seeds (replicated optimizer, "
+        "the paper's Algorithm 2; optimes only)",
+        families=ES,
+        settable=True,
+        choices=("broadcast", "seeds"),
+        per_env=True,
+    ),
+    Knob(
+        "confirm_episodes",
+        int,
+        100,
+        "fresh episodes that must also clear a target return once an evaluation crosses it "
+        "(0: stop at the first crossing; null without a target)",
+        settable=True,
+        least=0,
+        nullable=True,
+        per_env=True,
+    ),
+    Knob(
+        "population_per_worker",
+        int,
+        None,
+        "ES population = this x workers, for throughput (null: the fixed population, "
+        "comparable across worker counts)",
+        families=ES,
+        settable=True,
+        least=1,
+        nullable=True,
+        per_env=True,
+    ),
+    Knob(
+        "reward_transform",
+        str,
+        "none",
+        "training reward: none, shift:C or locomotion:alive=A,costs=C,fall=F "
+        "(envs/reward_shaping.py; evaluation always uses the env's reward)",
+        settable=True,
+        per_env=True,
+    ),
+    # -- policy ---------------------------------------------------------------------------
+    Knob(
+        "policy.kind",
+        str,
+        "mlp",
+        "linear, mlp or lstm (PPO/A2C: linear or mlp)",
+        section="policy",
+        settable=True,
+        per_env=True,
+    ),
+    Knob(
+        "policy.hidden_sizes",
+        list,
+        [64, 64],
+        "hidden layer sizes (LSTM: one entry, the number of cells; PPO/A2C: their "
+        "net_arch unless that is set)",
+        section="policy",
+        settable=True,
+        per_env=True,
+    ),
+    Knob(
+        "policy.activation",
+        str,
+        "tanh",
+        "tanh or relu",
+        section="policy",
+        settable=True,
+        per_env=True,
+    ),
+    Knob(
+        "policy.discretize",
+        int,
+        0,
+        "0 for continuous actions, N>1 rounds each action to N levels",
+        section="policy",
+        families=ES,
+        settable=True,
+        least=0,
+        per_env=True,
+    ),
+    # -- bookkeeping --------------------------------------------------------------------
+    Knob(
+        "sweep",
+        str,
+        None,
+        "name of the sweep that launched this run (set by `harness sweep`)",
+        section="record",
+        nullable=True,
+    ),
+)
+
+BY_NAME: dict[str, Knob] = {knob.name: knob for knob in KNOBS}
+#: Config keys of the budget, in ``Budget``'s field order.
+BUDGET_KEYS: tuple[str, ...] = tuple(k.name for k in KNOBS if k.section == "budget")
+#: Axes of a sweep file's grid.
+GRID_KEYS: tuple[str, ...] = tuple(k.name for k in KNOBS if k.grid)
+
+#: Other names users know for a knob (rl-baselines3-zoo, pycma, SB3, papers) -> what to
+#: suggest. Each target is an algorithm hyperparameter or a knob; only those that exist for
+#: the algorithm at hand are suggested.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "popsize": ("population",),
+    "pop_size": ("population",),
+    "population_size": ("population",),
+    "npop": ("population",),
+    "lambda": ("population",),
+    "lr": ("learning_rate",),
+    "step_size": ("learning_rate",),
+    "stepsize": ("learning_rate",),
+    "alpha": ("learning_rate",),
+    "sigma0": ("sigma",),
+    "sigma": ("sigma0",),
+    "noise_std": ("sigma", "sigma0"),
+    "std": ("sigma", "sigma0"),
+    "n_envs": ("workers",),
+    "num_envs": ("n_envs", "workers"),
+    "envs": ("n_envs", "workers"),
+    "num_workers": ("workers",),
+    "n_workers": ("workers",),
+    "n_timesteps": ("timesteps",),
+    "total_timesteps": ("timesteps",),
+    "steps": ("timesteps",),
+    "iterations": ("generations",),
+    "n_generations": ("generations",),
+    "max_generations": ("generations",),
+    "episodes_per_fitness": ("episodes",),
+    "k": ("episodes",),
+    "eval_freq": ("eval_every_timesteps",),
+    "n_eval_episodes": ("eval_episodes",),
+    "save_freq": ("checkpoint_every",),
+    "net_arch": ("policy.hidden_sizes",),
+    "hidden": ("policy.hidden_sizes", "net_arch"),
+    "hidden_size": ("policy.hidden_sizes", "net_arch"),
+    "layers": ("policy.hidden_sizes", "net_arch"),
+    "activation_fn": ("policy.activation", "activation"),
+    "max_steps": ("max_episode_steps",),
+    "episode_length": ("max_episode_steps",),
+    "horizon": ("max_episode_steps",),
+    "weight_decay": ("l2_coeff",),
+    "l2": ("l2_coeff",),
+    "optimiser": ("optimizer",),
+    "time": ("time_limit",),
+    "target": ("target_return",),
+}
+
+
+def knobs(section: Section | None = None) -> Iterable[Knob]:
+    """The knobs, optionally of one section, in declaration order."""
+    return (k for k in KNOBS if section is None or k.section == section)
+
+
+def settable_names() -> list[str]:
+    """Every key ``--set`` accepts besides an algorithm's hyperparameters."""
+    return [k.name for k in KNOBS if k.settable]
+
+
+def flag_names() -> dict[str, Knob]:
+    """Every ``harness run`` knob flag (aliases included) -> its knob."""
+    return {flag: knob for knob in KNOBS for flag in knob.flags}
+
+
+def find(key: str) -> Knob | None:
+    """The knob a config key or a ``--set`` key names (``kind`` finds ``policy.kind``)."""
+    if key in BY_NAME:
+        return BY_NAME[key]
+    policy = BY_NAME.get(f"policy.{key}")
+    return policy
+
+
+def sacred_defaults() -> dict[str, Any]:
+    """The config Sacred starts from: built-in defaults of the knobs every env shares.
+
+    Per-env knobs start at None: the config hook fills them from
+    ``experiments/defaults.yaml`` for the chosen env (see ``harness.config``).
+    """
+    config: dict[str, Any] = {"policy": {}, "params": {}}
+    for knob in KNOBS:
+        value = None if knob.per_env else knob.default
+        if knob.section == "policy":
+            config["policy"][knob.key] = value
+        else:
+            config[knob.name] = value
+    return config
+
+
+def sacred_docs() -> dict[str, str]:
+    """Dotted config key -> one-line doc, for Sacred's ``print_config``."""
+    docs = {knob.name: knob.doc for knob in KNOBS}
+    docs["params"] = "algorithm hyperparameters (`harness run --help`); per env in defaults.yaml"
+    docs["policy"] = "policy network; per env in experiments/defaults.yaml"
+    return docs
+
+
+# -- command-line flags -----------------------------------------------------------------------
+
+
+def flag_default_text(knob: Knob) -> str:
+    """The default as ``--help`` states it."""
+    if knob.section == "budget":
+        return "per env, from experiments/defaults.yaml" if knob.name == "timesteps" else "none"
+    if knob.per_env:
+        return "per env, from experiments/defaults.yaml; see --print-config"
+    if knob.name == "ray_address":
+        return "$RAY_ADDRESS, else a local instance"
+    if knob.default is None:
+        return "none"
+    return str(knob.default)
+
+
+def flag_help(knob: Knob, text: str | None = None, default: bool = True) -> str:
+    """``--help`` text of a knob's flag: doc, the families it applies to, its default."""
+    only = "" if knob.families == ALL else " [ES family only]"
+    shown = f"{text or knob.doc}{only}"
+    if default:
+        shown += f" (default: {flag_default_text(knob)})"
+    return shown.replace("%", "%%")  # argparse formats help with %
+
+
+def flag_type(knob: Knob) -> Any:
+    """An argparse ``type`` for a knob: parses, and checks the bound, naming the knob."""
+    noun = knob.name.replace("_", " ")
+    kind = knob.type
+
+    def parse(text: str) -> Any:
+        if knob.allow_auto and text == "auto":
+            return text
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            extra = " or 'auto'" if knob.allow_auto else ""
+            message = f"{noun} must be {what}{extra}, got {text!r}"
+            raise argparse.ArgumentTypeError(message) from None
+        if knob.below_least(value):
+            least = "positive" if knob.positive or knob.least == 1 else f">= {knob.least:g}"
+            raise argparse.ArgumentTypeError(f"{noun} must be {least}, got {value}")
+        return value
+
+    parse.__name__ = noun  # argparse names the type in some messages
+    return parse if kind in (int, float) else kind
+
+
+GROUP_TITLES = {
+    "identity": "what runs",
+    "budget": "budget (whichever comes first; with none given, the env's budget from "
+    "experiments/defaults.yaml applies)",
+}
+
+
+def add_flags(
+    parser: argparse.ArgumentParser,
+    names: Iterable[str] | None = None,
+    helps: dict[str, str] | None = None,
+    titles: dict[str, str] | None = None,
+    show_defaults: bool = True,
+) -> None:
+    """Add the flags of the named knobs (default: every knob that has flags), grouped.
+
+    Every flag's default is None, so the caller can tell what the user gave; the
+    default that applies is stated in the help (unless ``show_defaults`` is off:
+    a command whose defaults come from elsewhere, such as a stored run).
+    """
+    chosen = [BY_NAME[n] for n in names] if names is not None else [k for k in KNOBS if k.flags]
+    groups: dict[str, Any] = {}
+    for knob in chosen:
+        title = {**GROUP_TITLES, **(titles or {})}.get(knob.section, "knobs")
+        if title not in groups:
+            groups[title] = parser.add_argument_group(title)
+        groups[title].add_argument(
+            *knob.flags,
+            dest=knob.dest,
+            type=flag_type(knob),
+            default=None,
+            metavar=knob.metavar or knob.key.upper(),
+            help=flag_help(knob, (helps or {}).get(knob.name), show_defaults),
+        )
+
+
+def given_by_flags(args: argparse.Namespace, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The knobs the user gave as flags: name -> value (None: not given)."""
+    chosen = [BY_NAME[n] for n in names] if names is not None else [k for k in KNOBS if k.flags]
+    return {k.name: getattr(args, k.dest, None) for k in chosen}
