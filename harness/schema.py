@@ -28,6 +28,7 @@ Family = Literal["es", "rl"]
 Section = Literal["identity", "budget", "run", "policy", "record"]
 
 ES: frozenset[str] = frozenset({"es"})
+RL: frozenset[str] = frozenset({"rl"})
 ALL: frozenset[str] = frozenset({"es", "rl"})
 FAMILY_NAMES = {"es": "the ES family", "rl": "PPO/A2C"}
 
@@ -341,7 +342,9 @@ KNOBS: tuple[Knob, ...] = (
         str,
         "none",
         "training reward: none, shift:C or locomotion:alive=A,costs=C,fall=F "
-        "(envs/reward_shaping.py; evaluation always uses the env's reward)",
+        "(envs/reward_shaping.py; evaluation always uses the env's reward; "
+        "PPO/A2C only so far: ES rollouts do not apply it yet)",
+        families=RL,
         settable=True,
         per_env=True,
     ),

@@ -86,6 +86,8 @@ def test_a_bad_transform_exits_2_and_writes_no_run(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     done = harness_cli(
         "run",
+        "--algo",
+        "ppo",
         "--env",
         "CartPole",
         "--generations",
