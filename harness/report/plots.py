@@ -244,15 +244,16 @@ def eval_curve_figure(
             if handle not in handles:
                 own.append(handle)
                 names.append(name)
-        curves_legend = ax.legend(own, names, fontsize=8, loc="best")
-        if handles:
-            ax.add_artist(curves_legend)
+        if not handles:
+            ax.legend(own, names, fontsize=8, loc="best")
+        else:
+            # curves and published figures in one legend outside the axes: two inside overlap
             ax.legend(
-                handles=handles,
+                [*own, *handles],
+                [*names, *(h.get_label() for h in handles)],
                 fontsize=7.5,
-                loc="lower right",
-                title="published (see caption)",
-                title_fontsize=7.5,
+                loc="upper left",
+                bbox_to_anchor=(1.01, 1.0),
             )
     what = "timesteps" if x == "timesteps" else "wall-clock"
     note = (
@@ -509,5 +510,5 @@ def performance_profile_figure(
 
 
 def save(fig: Figure, path: Any) -> None:
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
