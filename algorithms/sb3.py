@@ -108,7 +108,32 @@ def _validate_common(config: Any) -> None:
 
 
 @dataclass(frozen=True)
-class PPOConfig:
+class SharedRLConfig:
+    """Knobs of both SB3 baselines that are the harness's, not SB3's constructor arguments."""
+
+    n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
+    net_arch: list[int] | None = doc(  # noqa: RUF009 - None is immutable; ruff sees a list
+        "hidden sizes of the separate actor and critic (null: the policy section's)", None
+    )
+    activation: str | None = doc("tanh or relu (null: the policy section's)", None)
+    ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
+    sde_sample_freq: int = doc(
+        "gSDE: resample the noise matrix every N steps (-1: per rollout)", -1
+    )
+    learning_rate_decay_timesteps: int = doc(
+        "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
+    )
+    time_feature: bool = doc(
+        "append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False
+    )
+    vec_env: str = doc(
+        "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
+        "auto",
+    )
+
+
+@dataclass(frozen=True)
+class PPOConfig(SharedRLConfig):
     """Hyperparameters of ``ppo`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
 
     n_steps: int = doc("rollout steps per env per update (a chunk is n_steps x n_envs)", 2048)
@@ -128,25 +153,6 @@ class PPOConfig:
     )
     use_sde: bool = doc("generalised state-dependent exploration (Box actions only)", False)
     updates_per_step: int = doc("rollout/update iterations per harness step (metrics row)", 1)
-    n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
-    net_arch: list[int] | None = doc(  # noqa: RUF009 - None is immutable; ruff sees a list
-        "hidden sizes of the separate actor and critic (null: the policy section's)", None
-    )
-    activation: str | None = doc("tanh or relu (null: the policy section's)", None)
-    ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
-    sde_sample_freq: int = doc(
-        "gSDE: resample the noise matrix every N steps (-1: per rollout)", -1
-    )
-    learning_rate_decay_timesteps: int = doc(
-        "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
-    )
-    time_feature: bool = doc(
-        "append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False
-    )
-    vec_env: str = doc(
-        "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
-        "auto",
-    )
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
@@ -160,7 +166,7 @@ class PPOConfig:
 
 
 @dataclass(frozen=True)
-class A2CConfig:
+class A2CConfig(SharedRLConfig):
     """Hyperparameters of ``a2c`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
 
     n_steps: int = doc("rollout steps per env per update (a chunk is n_steps x n_envs)", 5)
@@ -179,25 +185,6 @@ class A2CConfig:
     )
     use_sde: bool = doc("generalised state-dependent exploration (Box actions only)", False)
     updates_per_step: int = doc("rollout/update iterations per harness step (metrics row)", 100)
-    n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
-    net_arch: list[int] | None = doc(  # noqa: RUF009 - None is immutable; ruff sees a list
-        "hidden sizes of the separate actor and critic (null: the policy section's)", None
-    )
-    activation: str | None = doc("tanh or relu (null: the policy section's)", None)
-    ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
-    sde_sample_freq: int = doc(
-        "gSDE: resample the noise matrix every N steps (-1: per rollout)", -1
-    )
-    learning_rate_decay_timesteps: int = doc(
-        "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
-    )
-    time_feature: bool = doc(
-        "append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False
-    )
-    vec_env: str = doc(
-        "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
-        "auto",
-    )
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
