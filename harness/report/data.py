@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,20 +35,30 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
+def budget_phrase(get: Callable[[str], Any]) -> str:
+    """``20k timesteps or return 200`` from a lookup of the budget keys; "" when none is set."""
+    parts = []
+    if _present(get("timesteps")):
+        parts.append(f"{fmt_number(float(get('timesteps')))} timesteps")
+    if _present(get("generations")):
+        parts.append(f"{fmt_number(float(get('generations')))} generations")
+    if _present(get("time_limit")):
+        parts.append(f"{fmt_number(float(get('time_limit')))} s")
+    if _present(get("target_return")):
+        parts.append(f"return {float(get('target_return')):g}")
+    return " or ".join(parts)
+
+
 def budget_text(runs: pd.DataFrame) -> str:
     """The budgets of these runs in words, e.g. ``20k timesteps`` or ``600 s or return 200``."""
     texts: list[str] = []
     for _, row in runs.iterrows():
-        parts = []
-        if _present(row.get("budget_timesteps")):
-            parts.append(f"{fmt_number(float(row['budget_timesteps']))} timesteps")
-        if _present(row.get("budget_generations")):
-            parts.append(f"{fmt_number(float(row['budget_generations']))} generations")
-        if _present(row.get("budget_time_limit")):
-            parts.append(f"{fmt_number(float(row['budget_time_limit']))} s")
-        if _present(row.get("budget_target_return")):
-            parts.append(f"return {float(row['budget_target_return']):g}")
-        text = " or ".join(parts) or "no budget recorded"
+        values = {
+            key[len("budget_") :]: value
+            for key, value in row.items()
+            if str(key).startswith("budget_")
+        }
+        text = budget_phrase(values.get) or "no budget recorded"
         if text not in texts:
             texts.append(text)
     return "; ".join(texts) if texts else "no runs"

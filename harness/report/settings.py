@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.data import GROUP, NOT_SETTINGS, fmt_number
+from harness.report.data import GROUP, NOT_SETTINGS, budget_phrase
 
 RL_ALGOS = ("ppo", "a2c")
 #: Columns of the main settings table, in order (identity columns come first).
@@ -98,17 +98,8 @@ def policy_text(config: dict[str, Any], sb3_policy: Any = None) -> str:
 
 
 def budget_text(config: dict[str, Any]) -> str:
-    """``40k timesteps``, ``2 generations or 600 s``: as :func:`harness.report.data.budget_text`."""
-    parts = []
-    if _present(config.get("timesteps")):
-        parts.append(f"{fmt_number(float(config['timesteps']))} timesteps")
-    if _present(config.get("generations")):
-        parts.append(f"{fmt_number(float(config['generations']))} generations")
-    if _present(config.get("time_limit")):
-        parts.append(f"{fmt_number(float(config['time_limit']))} s")
-    if _present(config.get("target_return")):
-        parts.append(f"return {_number(config['target_return'])}")
-    return " or ".join(parts) or "none"
+    """``40k timesteps``, ``2 generations or 600 s``: one run's budget in words."""
+    return budget_phrase(config.get) or "none"
 
 
 def headline(
