@@ -8,10 +8,10 @@ confirmation, else the first crossing; the report says which).
 
 Ideal: linear in W from the fewest workers of the series. Model: Amdahl's law
 from the W=1 runs' wall-clock breakdown (``time_breakdown`` in ``summary.json``):
-serial fraction s = 1 - rollouts / (sum of the training parts: start-up, which
-precedes the training wall-clock, is left out), everything but the rollouts
-counted as serial; predicted speed-up 1 / (s + (1 - s) / W). Without a
-W=1 breakdown there is no model and the report says so.
+serial fraction s = 1 - (rollouts + evaluation + confirmation, the parts the
+workers run) / (sum of the training parts: start-up, which precedes the training
+wall-clock, is left out), everything else counted as serial; predicted speed-up
+1 / (s + (1 - s) / W). Without a W=1 breakdown there is no model and the report says so.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from harness.report.plots import PALETTE, apply_style, finish
 from harness.report.tables import fmt
 
 SERIES_KEYS = ["env", "algo", "episodes_per_fitness", "backend"]
-PARALLEL_PART = "rollouts"
+#: Parts the workers run: rollouts, and the evaluation and confirmation episodes, which the
+#: evaluator spreads over the workers too. Everything else in training counts as serial.
+PARALLEL_PARTS = ("rollouts", "evaluation", "confirmation")
 #: Parts that precede training (``harness.runner.STARTUP_PARTS``): outside the training
 #: wall-clock that throughput and time to target are measured on, so outside the model.
 STARTUP_PARTS = ("process_start", "setup")
@@ -80,11 +82,12 @@ def serial_fraction(frame: pd.DataFrame) -> float:
     """Amdahl's serial fraction from the W=1 runs' breakdown; NaN without one."""
     ones = frame[frame["workers"] == 1]
     parts = training_parts(frame.columns)
-    rollout = BREAKDOWN_PREFIX + PARALLEL_PART
-    if ones.empty or rollout not in parts:
+    parallel = [BREAKDOWN_PREFIX + part for part in PARALLEL_PARTS]
+    if ones.empty or parallel[0] not in parts:
         return math.nan
     totals = ones[parts].sum(axis=1, min_count=1)
-    fractions = 1.0 - ones[rollout] / totals
+    on_workers = ones[[c for c in parallel if c in parts]].sum(axis=1, min_count=1)
+    fractions = 1.0 - on_workers / totals
     fractions = fractions[np.isfinite(fractions) & (totals > 0)]
     return float(fractions.mean()) if len(fractions) else math.nan
 
@@ -237,7 +240,8 @@ def scaling_figure(scaling: pd.DataFrame, model: pd.DataFrame) -> Figure | None:
     note = (
         "solid: measured (points: runs); dashed: ideal, linear from the fewest workers; "
         "dotted: Amdahl's law from the W=1 wall-clock breakdown (serial fraction s = "
-        "everything but rollouts over the training total, start-up left out), speed-up "
+        "everything but the worker-run parts (rollouts, evaluation, confirmation) over the "
+        "training total, start-up left out), speed-up "
         "1/(s + (1-s)/W)"
     )
     if model["model_speedup"].isna().all():
