@@ -69,9 +69,13 @@ def to_loss(fitness: np.ndarray) -> np.ndarray:
 
 
 def fitness_of(
-    results: Sequence[EvalResult], fail_on_env_error: bool
+    results: Sequence[EvalResult], fail_on_env_error: bool, training: bool = True
 ) -> tuple[np.ndarray, list[str]]:
-    """Mean return per task; a failed task raises, or scores worst (-inf) when allowed."""
+    """Mean return per task; a failed task raises, or scores worst (-inf) when allowed.
+
+    ``training``: the returns the run's reward transform shaped (what the optimizer ranks);
+    otherwise the env's own (what evaluation reports).
+    """
     fitness = np.empty(len(results), dtype=np.float64)
     failures: list[str] = []
     for i, result in enumerate(results):
@@ -81,7 +85,8 @@ def fitness_of(
             failures.append(result.failed.splitlines()[0])
             fitness[i] = -np.inf
         else:
-            fitness[i] = float(np.mean(result.returns))
+            returns = result.fitness_returns if training else result.returns
+            fitness[i] = float(np.mean(returns))
     return fitness, failures
 
 

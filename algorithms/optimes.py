@@ -319,6 +319,7 @@ class OptimES(Algorithm):
             self.noise_spec,
             context.workers,
             context.ray_address,
+            context.reward_transform,
         )
         self.policy = build_policy(context.policy_spec)
         # The head reconstructs perturbations from the table; it borrows the evaluator's
@@ -482,7 +483,7 @@ class OptimES(Algorithm):
         target = ReplicaRef(self.generation) if self.replicated else self._broadcast()
         results, stats = self.evaluator.evaluate(target, tasks)
         count_evaluation(self.time_counters, stats)
-        fitness, _ = fitness_of(results, fail_on_env_error=True)
+        fitness, _ = fitness_of(results, fail_on_env_error=True, training=False)
         return fitness
 
     def current_parameters(self) -> np.ndarray:

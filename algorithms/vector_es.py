@@ -159,6 +159,7 @@ class VectorES(Algorithm):
             None,
             context.workers,
             context.ray_address,
+            context.reward_transform,
         )
 
     # -- what a subclass provides ---------------------------------------------------------
@@ -258,7 +259,7 @@ class VectorES(Algorithm):
         ]
         results, stats = self.evaluator.evaluate(broadcast, tasks)
         count_evaluation(self.time_counters, stats)
-        fitness, _ = fitness_of(results, fail_on_env_error=True)
+        fitness, _ = fitness_of(results, fail_on_env_error=True, training=False)
         return fitness
 
     def current_parameters(self) -> np.ndarray:

@@ -19,6 +19,7 @@ import numpy as np
 
 from envs.policies import Policy, PolicySpec, build_policy, policy_spec_for
 from envs.registry import make_env, resolve_env_id
+from envs.reward_shaping import RewardTransform, TrainingReward
 
 __all__ = ["EpisodeBatch", "NonFiniteError", "RolloutWorker"]
 
@@ -29,7 +30,8 @@ class EpisodeBatch:
 
     ``obs_sum``/``obs_sumsq`` (float64) and ``obs_count`` cover every observation the policy
     acted on (the reset observation and each non-final one, as in OpenAI-ES); they are None and
-    0 unless ``collect_obs`` was set.
+    0 unless ``collect_obs`` was set. ``returns`` are always the env's own rewards;
+    ``training_returns`` the transformed ones when the worker has a reward transform, else None.
     """
 
     returns: np.ndarray
@@ -38,6 +40,7 @@ class EpisodeBatch:
     obs_sum: np.ndarray | None = None
     obs_sumsq: np.ndarray | None = None
     obs_count: int = 0
+    training_returns: np.ndarray | None = None
 
 
 class NonFiniteError(RuntimeError):
@@ -68,13 +71,26 @@ class RolloutWorker:
     called any number of times with different parameters.
     """
 
-    def __init__(self, env_name: str, policy_spec: PolicySpec) -> None:
+    def __init__(
+        self, env_name: str, policy_spec: PolicySpec, reward_transform: str | None = None
+    ) -> None:
         """Build the environment (short name or gymnasium id) and the policy for ``policy_spec``.
 
-        Raises ValueError when the spec does not fit the environment's spaces.
+        With a ``reward_transform`` (see :mod:`envs.reward_shaping`) every episode also sums
+        the transformed reward into ``training_returns``; ``returns`` stay the env's own.
+        Raises ValueError when the spec does not fit the environment's spaces, and
+        :class:`~envs.reward_shaping.RewardTransformError` for a transform the env cannot take.
         """
         self.env_id: str = resolve_env_id(env_name)
         self.env: gym.Env[Any, Any] = make_env(env_name)
+        transform = RewardTransform.parse(reward_transform)
+        self.shaped = transform.active
+        if self.shaped:
+            try:
+                self.env = TrainingReward(self.env, transform)
+            except Exception:
+                self.env.close()
+                raise
         expected = policy_spec_for(
             self.env,
             policy_spec.kind,
@@ -153,6 +169,7 @@ class RolloutWorker:
 
         n_eps = len(env_seeds)
         returns = np.zeros(n_eps, dtype=np.float64)
+        shaped_returns = np.zeros(n_eps, dtype=np.float64) if self.shaped else None
         lengths = np.zeros(n_eps, dtype=np.int64)
         obs_sum = np.zeros(self.obs_dim, dtype=np.float64) if collect_obs else None
         obs_sumsq = np.zeros(self.obs_dim, dtype=np.float64) if collect_obs else None
@@ -171,6 +188,7 @@ class RolloutWorker:
             policy.reset()
             obs, _ = self.env.reset(seed=seed)
             ret = 0.0
+            shaped_ret = 0.0
             t = 0
             try:
                 while t < limit:
@@ -184,8 +202,11 @@ class RolloutWorker:
                         action = act(obs, noise_buf)
                     else:
                         action = act(obs)
-                    obs, reward, terminated, truncated, _ = env_step(action)
+                    obs, reward, terminated, truncated, info = env_step(action)
                     r = float(reward)
+                    if shaped_returns is not None:
+                        shaped_ret += r
+                        r = info["env_reward"]
                     if not isfinite(r):
                         raise self._nonfinite(buf, min(t + 1, cap), seed, t, f"reward {r}")
                     ret += r
@@ -210,6 +231,8 @@ class RolloutWorker:
                 obs_sum += ep_sum
                 obs_sumsq += np.einsum("ij,ij->j", seg, seg)
             returns[k] = ret
+            if shaped_returns is not None:
+                shaped_returns[k] = shaped_ret
             lengths[k] = t
 
         steps = int(lengths.sum())
@@ -220,6 +243,7 @@ class RolloutWorker:
             obs_sum=obs_sum,
             obs_sumsq=obs_sumsq,
             obs_count=steps if collect_obs else 0,
+            training_returns=shaped_returns,
         )
 
     def _nonfinite(

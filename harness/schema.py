@@ -342,9 +342,9 @@ KNOBS: tuple[Knob, ...] = (
         str,
         "none",
         "training reward: none, shift:C or locomotion:alive=A,costs=C,fall=F "
-        "(envs/reward_shaping.py; evaluation always uses the env's reward; "
-        "PPO/A2C only so far: ES rollouts do not apply it yet)",
-        families=RL,
+        "(envs/reward_shaping.py; ES fitness and RL rewards use it, evaluation always "
+        "uses the env's reward)",
+        families=ALL,
         settable=True,
         per_env=True,
     ),

@@ -101,3 +101,88 @@ def test_a_bad_transform_exits_2_and_writes_no_run(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "CartPole-v1" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not [p for p in runs.glob("*") if p.name.isdigit()]
+
+
+def _lander_params(seed: int = 0) -> tuple[np.ndarray, object]:
+    from envs.policies import policy_spec_for
+
+    env = make_env("LunarLanderContinuous")
+    spec = policy_spec_for(env, "linear")
+    env.close()
+    return np.random.default_rng(seed).normal(0, 0.5, spec.num_params).astype(np.float32), spec
+
+
+def test_es_rollouts_rank_shaped_returns_and_report_the_env_ones() -> None:
+    from envs.rollout import RolloutWorker
+
+    params, spec = _lander_params()
+    seeds = [11, 12, 13]
+    with RolloutWorker("LunarLanderContinuous", spec) as plain:  # type: ignore[arg-type]
+        expected = plain.run(params, None, None, seeds)
+    with RolloutWorker("LunarLanderContinuous", spec, "shift:2.5") as shaped:  # type: ignore[arg-type]
+        batch = shaped.run(params, None, None, seeds)
+    assert expected.training_returns is None
+    np.testing.assert_array_equal(batch.returns, expected.returns)
+    np.testing.assert_array_equal(batch.lengths, expected.lengths)
+    assert batch.training_returns is not None
+    np.testing.assert_allclose(batch.training_returns, expected.returns - 2.5 * expected.lengths)
+
+
+@pytest.mark.parametrize("backend", ["inline", "process"])
+def test_evaluators_carry_the_transform_to_their_workers(backend: str) -> None:
+    from algorithms.es_common import fitness_of
+    from harness.parallel.backends import make_evaluator
+    from harness.parallel.protocol import Broadcast, EvalTask
+
+    params, spec = _lander_params(1)
+    tasks = [EvalTask(task_id=i, env_seeds=(20 + i,), max_steps=None) for i in range(3)]
+    broadcast = Broadcast(0, params, 0.0, None, None)
+    fitness = {}
+    for transform in ("none", "shift:1"):
+        with make_evaluator(backend, "LunarLanderContinuous", spec, None, 2, None, transform) as ev:  # type: ignore[arg-type]
+            results, _ = ev.evaluate(broadcast, tasks)
+        lengths = np.array([r.lengths.sum() for r in results], dtype=np.float64)
+        fitness[transform] = (
+            fitness_of(results, True, training=True)[0],
+            fitness_of(results, True, training=False)[0],
+            lengths,
+        )
+    plain_train, plain_eval, lengths = fitness["none"]
+    shaped_train, shaped_eval, _ = fitness["shift:1"]
+    np.testing.assert_array_equal(plain_train, plain_eval)
+    np.testing.assert_array_equal(shaped_eval, plain_eval)
+    np.testing.assert_allclose(shaped_train, plain_eval - lengths)
+
+
+def test_an_es_run_with_a_transform_records_it_and_evaluates_on_the_env_reward(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    runs = tmp_path / "runs"
+    common = ["run", "--algo", "optimes", "--env", "LunarLanderContinuous", "--seed", "4"]
+    common += [
+        "--timesteps",
+        "6000",
+        "--set",
+        "eval_every_timesteps=3000",
+        "--set",
+        "eval_episodes=2",
+    ]
+    harness_cli(*common, "--runs-dir", str(runs / "shaped"), "--set", "reward_transform=shift:1")
+    harness_cli(*common, "--runs-dir", str(runs / "plain"))
+    shaped = json.loads((runs / "shaped" / "1" / "config.json").read_text())
+    assert shaped["reward_transform"] == "shift:1"
+    metrics = {
+        name: json.loads((runs / name / "1" / "metrics.json").read_text())
+        for name in ("shaped", "plain")
+    }
+    # training ranked shaped fitness: every generation's fitness is the env's minus the episode
+    # lengths, i.e. far below the plain run's, while both evaluations report env returns
+    shaped_fit = np.array(metrics["shaped"]["fitness_mean"]["values"])
+    plain_fit = np.array(metrics["plain"]["fitness_mean"]["values"])
+    assert (shaped_fit < plain_fit - 50).all()
+    shaped_eval = np.array(metrics["shaped"]["eval_return_mean"]["values"])
+    plain_eval = np.array(metrics["plain"]["eval_return_mean"]["values"])
+    assert shaped_eval.shape == plain_eval.shape
+    np.testing.assert_allclose(shaped_eval, plain_eval, atol=5.0)

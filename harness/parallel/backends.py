@@ -65,10 +65,19 @@ class Evaluator(ABC):
     #: reads perturbations from it instead of drawing a second copy.
     noise: NoiseTable | None = None
 
-    def __init__(self, env_name: str, policy_spec: PolicySpec, noise_spec: NoiseSpec | None):
+    def __init__(
+        self,
+        env_name: str,
+        policy_spec: PolicySpec,
+        noise_spec: NoiseSpec | None,
+        *,
+        reward_transform: str = "none",
+    ):
         self.env_name = env_name
         self.policy_spec = policy_spec
         self.noise_spec = noise_spec
+        #: The training-reward transform each worker's rollouts apply (envs.reward_shaping).
+        self.reward_transform = reward_transform
         self._snapshot: Snapshot | None = None
 
     @abstractmethod
@@ -113,12 +122,14 @@ class InlineEvaluator(Evaluator):
         policy_spec: PolicySpec,
         noise_spec: NoiseSpec | None,
         noise: NoiseTable | None = None,
+        *,
+        reward_transform: str = "none",
     ):
-        super().__init__(env_name, policy_spec, noise_spec)
+        super().__init__(env_name, policy_spec, noise_spec, reward_transform=reward_transform)
         if noise is None and noise_spec is not None:
             noise = NoiseTable.create(noise_spec)
         self.noise = noise
-        self.runner = TaskRunner(env_name, policy_spec, noise)
+        self.runner = TaskRunner(env_name, policy_spec, noise, reward_transform=reward_transform)
         self._replica_generation: int | None = None
 
     def _send(self, payload: bytes, stats: GenerationStats) -> bytes | None:
@@ -219,8 +230,10 @@ class PoolEvaluator(Evaluator):
         num_workers: int,
         chunks_per_worker: int = 4,
         max_restarts: int = 8,
+        *,
+        reward_transform: str = "none",
     ):
-        super().__init__(env_name, policy_spec, noise_spec)
+        super().__init__(env_name, policy_spec, noise_spec, reward_transform=reward_transform)
         if num_workers < 1:
             raise ValueError(f"workers must be positive, got {num_workers}")
         self.num_workers = num_workers
@@ -462,9 +475,17 @@ class ProcessEvaluator(PoolEvaluator):
         num_workers: int,
         chunks_per_worker: int = 4,
         max_restarts: int = 8,
+        *,
+        reward_transform: str = "none",
     ):
         super().__init__(
-            env_name, policy_spec, noise_spec, num_workers, chunks_per_worker, max_restarts
+            env_name,
+            policy_spec,
+            noise_spec,
+            num_workers,
+            chunks_per_worker,
+            max_restarts,
+            reward_transform=reward_transform,
         )
         self._context = mp.get_context("spawn")
         # The block is mapped first and drawn while the workers start (imports, env
@@ -486,6 +507,7 @@ class ProcessEvaluator(PoolEvaluator):
                 self._spec_dict,
                 self.noise_spec,
                 self.noise.shm_name if self.noise is not None else None,
+                self.reward_transform,
             ),
             daemon=True,
             name=f"es-harness-worker-{worker_id}",
@@ -569,14 +591,24 @@ def make_evaluator(
     noise_spec: NoiseSpec | None,
     num_workers: int,
     ray_address: str | None = None,
+    reward_transform: str = "none",
 ) -> Evaluator:
-    """Build the evaluator a run asked for."""
+    """Build the evaluator a run asked for; its workers train on ``reward_transform``."""
     if backend == "inline":
-        return InlineEvaluator(env_name, policy_spec, noise_spec)
+        return InlineEvaluator(env_name, policy_spec, noise_spec, reward_transform=reward_transform)
     if backend == "process":
-        return ProcessEvaluator(env_name, policy_spec, noise_spec, num_workers)
+        return ProcessEvaluator(
+            env_name, policy_spec, noise_spec, num_workers, reward_transform=reward_transform
+        )
     if backend == "ray":
         from harness.parallel.ray_backend import RayEvaluator
 
-        return RayEvaluator(env_name, policy_spec, noise_spec, num_workers, ray_address)
+        return RayEvaluator(
+            env_name,
+            policy_spec,
+            noise_spec,
+            num_workers,
+            ray_address,
+            reward_transform=reward_transform,
+        )
     raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

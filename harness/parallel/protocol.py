@@ -91,7 +91,12 @@ class EvalTask:
 
 @dataclass
 class EvalResult:
-    """What a worker sends back: scalars and, when asked, observation statistics."""
+    """What a worker sends back: scalars and, when asked, observation statistics.
+
+    ``returns`` are always the env's own rewards (what evaluation reports);
+    ``training_returns`` are the transformed ones when the run has a reward transform,
+    else None (nothing extra on the wire).
+    """
 
     task_id: int
     generation: int
@@ -104,6 +109,12 @@ class EvalResult:
     worker_id: int = 0
     duration_s: float = 0.0
     failed: str | None = None
+    training_returns: np.ndarray | None = None
+
+    @property
+    def fitness_returns(self) -> np.ndarray:
+        """The returns training ranks: transformed where the run has a transform."""
+        return self.returns if self.training_returns is None else self.training_returns
 
 
 @dataclass

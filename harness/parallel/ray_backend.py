@@ -163,13 +163,20 @@ class RayWorkerActor:
         spec: dict[str, Any],
         noise_spec: NoiseSpec | None,
         noise_ref: list[Any] | None,
+        reward_transform: str = "none",
     ) -> None:
         noise = None
         if noise_spec is not None and noise_ref is not None:
             # A zero-copy, read-only view of this node's copy in the object store.
             array = ray.get(noise_ref[0])
             noise = NoiseTable(noise_spec, array, None, owner=False)
-        self.runner = TaskRunner(env_name, PolicySpec.from_dict(spec), noise, worker_id)
+        self.runner = TaskRunner(
+            env_name,
+            PolicySpec.from_dict(spec),
+            noise,
+            worker_id,
+            reward_transform=reward_transform,
+        )
 
     def handle(self, payload: bytes) -> bytes | None:
         """Serve one message; any error kills this actor, like a crashed process worker."""
@@ -221,9 +228,17 @@ class RayEvaluator(PoolEvaluator):
         start_timeout_s: float = 120.0,
         poll_s: float = 1.0,
         head_timeout_s: float = 20.0,
+        *,
+        reward_transform: str = "none",
     ):
         super().__init__(
-            env_name, policy_spec, noise_spec, num_workers, chunks_per_worker, max_restarts
+            env_name,
+            policy_spec,
+            noise_spec,
+            num_workers,
+            chunks_per_worker,
+            max_restarts,
+            reward_transform=reward_transform,
         )
         self.start_timeout_s = start_timeout_s
         self.poll_s = poll_s
@@ -248,7 +263,7 @@ class RayEvaluator(PoolEvaluator):
     def _launch(self, worker_id: int) -> _RayWorker:
         noise = [self.noise_ref] if self.noise_ref is not None else None
         actor = _RemoteActor.remote(
-            worker_id, self.env_name, self._spec_dict, self.noise_spec, noise
+            worker_id, self.env_name, self._spec_dict, self.noise_spec, noise, self.reward_transform
         )
         return _RayWorker(actor, worker_id)
 

@@ -61,9 +61,11 @@ class TaskRunner:
         noise: NoiseTable | None,
         worker_id: int = 0,
         fail_on_error: bool = True,
+        *,
+        reward_transform: str = "none",
     ) -> None:
         self.env_name = env_name
-        self.rollout = RolloutWorker(env_name, policy_spec)
+        self.rollout = RolloutWorker(env_name, policy_spec, reward_transform)
         self.noise = noise
         self.worker_id = worker_id
         self.fail_on_error = fail_on_error
@@ -158,6 +160,7 @@ class TaskRunner:
             task_id=task.task_id,
             generation=broadcast.generation,
             returns=batch.returns,
+            training_returns=batch.training_returns,
             lengths=batch.lengths,
             steps=batch.steps,
             obs_sum=batch.obs_sum,
@@ -175,6 +178,7 @@ def process_worker_main(
     policy_spec: dict[str, Any],
     noise_spec: NoiseSpec | None,
     noise_shm_name: str | None,
+    reward_transform: str = "none",
 ) -> None:
     """Entry point of a pool worker process: serve broadcasts and task batches until closed."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -185,7 +189,13 @@ def process_worker_main(
             if noise_shm_name is not None
             else NoiseTable.create(noise_spec)
         )
-    runner = TaskRunner(env_name, PolicySpec.from_dict(policy_spec), noise, worker_id)
+    runner = TaskRunner(
+        env_name,
+        PolicySpec.from_dict(policy_spec),
+        noise,
+        worker_id,
+        reward_transform=reward_transform,
+    )
     try:
         while True:
             try:
