@@ -1,9 +1,18 @@
-"""Names of algorithms. A name can be registered once; a lookup miss suggests close matches."""
+"""Names of algorithms. A name can be registered once; a lookup miss suggests close matches.
+
+Algorithms are discovered, not listed: every module of the ``algorithms``
+package is imported on the first lookup, and a module defining an algorithm
+registers it with ``@register("name")``. Adding an algorithm is adding its
+module; two modules claiming one name is an error at that first lookup.
+"""
 
 from __future__ import annotations
 
 import difflib
+import importlib
+import pkgutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from algorithms.base import Algorithm
@@ -38,16 +47,33 @@ def register_prefix(prefix: str, factory: Callable[[str], type[Algorithm]]) -> N
     _PREFIX_FACTORIES[prefix] = factory
 
 
-def _load_builtin() -> None:
-    # Import for the side effect of registration; kept lazy so `harness --help` is fast.
-    import algorithms.optimes  # noqa: F401
+def algorithm_modules() -> list[str]:
+    """The modules of the ``algorithms`` package, found on disk (no list to keep).
 
-    for module in ("algorithms.nevergrad_es", "algorithms.cma_es", "algorithms.sb3"):
-        try:
-            __import__(module)
-        except ModuleNotFoundError as error:
-            if error.name != module:
-                raise
+    Every public module (not a sub-package, not ``_private``) is imported once
+    by the first lookup; those that define an algorithm register it with
+    :func:`register` as they are imported.
+    """
+    folder = Path(__file__).parent
+    return [
+        f"{__package__}.{info.name}"
+        for info in sorted(pkgutil.iter_modules([str(folder)]), key=lambda info: info.name)
+        if not info.ispkg and not info.name.startswith("_")
+    ]
+
+
+_loaded = False
+
+
+def _load_builtin() -> None:
+    # Import for the side effect of registration; lazy so `harness --help` is fast. By name,
+    # not by an import statement: this module imports no algorithm (they import it).
+    global _loaded
+    if _loaded:
+        return
+    for module in algorithm_modules():
+        importlib.import_module(module)
+    _loaded = True
 
 
 def get_algorithm(name: str) -> type[Algorithm]:

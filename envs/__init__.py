@@ -12,6 +12,8 @@ from envs.policies import (
 )
 from envs.registry import (
     ENV_ALIASES,
+    ENVS,
+    EnvEntry,
     UnknownEnvError,
     canonical_env_name,
     list_envs,
@@ -24,8 +26,10 @@ from envs.rollout import EpisodeBatch, NonFiniteError, RolloutWorker
 from envs.wrappers import ZeroVelocityPendulum
 
 __all__ = [
+    "ENVS",
     "ENV_ALIASES",
     "Action",
+    "EnvEntry",
     "EpisodeBatch",
     "FeedForwardPolicy",
     "LSTMPolicy",

@@ -4,6 +4,10 @@
 any id registered with gymnasium passes through unchanged. Names are validated before anything
 expensive happens, and an unknown name raises :class:`UnknownEnvError` whose message is a single
 line listing the closest matches.
+
+The known environments are one table, :data:`ENVS`, one :class:`EnvEntry` row each: adding an
+env is adding a row (its per-env hyperparameters and default policy go in
+``experiments/defaults.yaml``, keyed by its short name or gymnasium id).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import io
 import os
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -22,7 +27,9 @@ import gymnasium as gym
 from envs.wrappers import ZeroVelocityPendulum
 
 __all__ = [
+    "ENVS",
     "ENV_ALIASES",
+    "EnvEntry",
     "UnknownEnvError",
     "canonical_env_name",
     "list_envs",
@@ -32,34 +39,71 @@ __all__ = [
     "resolve_env_id",
 ]
 
+Wrapper = Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """One environment known by a short name."""
+
+    #: the short name (``harness run --env NAME``; case-insensitive)
+    name: str
+    #: the gymnasium id it builds
+    gym_id: str
+    #: one line for ``harness list``: what it is, observation and action sizes, episode length
+    notes: str
+    #: applied to the gymnasium env (a variant of a registered task, e.g. partially observed)
+    wrapper: Wrapper | None = None
+
+    def make(self, render_mode: str | None = None) -> gym.Env[Any, Any]:
+        """Build this environment (the gymnasium id, quietly, then the wrapper if any)."""
+        env = _make_id(self.gym_id, render_mode)
+        return env if self.wrapper is None else self.wrapper(env)
+
+
+#: Every environment known by a short name, in ``harness list`` order.
+ENVS: tuple[EnvEntry, ...] = (
+    EnvEntry(
+        "AntBulletEnv",
+        "AntBulletEnv-v0",
+        "PyBullet quadruped locomotion; obs 28, 8 continuous actions, 1000 steps",
+    ),
+    EnvEntry(
+        "LunarLanderContinuous",
+        "LunarLanderContinuous-v3",
+        "Box2D lander; obs 8, 2 continuous actions, 1000 steps",
+    ),
+    EnvEntry(
+        "PendulumPO",
+        "Pendulum-v1",
+        "Pendulum swing-up with angular velocity zeroed (partially observed); "
+        "obs 3, 1 continuous action, 200 steps",
+        wrapper=ZeroVelocityPendulum,
+    ),
+    EnvEntry("Pendulum", "Pendulum-v1", "Pendulum swing-up; obs 3, 1 continuous action, 200 steps"),
+    EnvEntry("CartPole", "CartPole-v1", "Pole balancing; obs 4, 2 discrete actions, 500 steps"),
+    EnvEntry(
+        "Ant",
+        "Ant-v5",
+        "MuJoCo quadruped locomotion; obs 105, 8 continuous actions, 1000 steps",
+    ),
+    EnvEntry(
+        "Humanoid",
+        "Humanoid-v5",
+        "MuJoCo humanoid locomotion; obs 348, 17 continuous actions, 1000 steps",
+    ),
+    EnvEntry(
+        "HalfCheetah",
+        "HalfCheetah-v5",
+        "MuJoCo planar cheetah running; obs 17, 6 continuous actions, 1000 steps",
+    ),
+)
+#: Short name -> its row.
+BY_NAME: dict[str, EnvEntry] = {entry.name: entry for entry in ENVS}
+if len(BY_NAME) != len(ENVS):
+    raise ValueError("envs.registry.ENVS names an environment twice")
 #: Short name -> gymnasium id.
-ENV_ALIASES: dict[str, str] = {
-    "AntBulletEnv": "AntBulletEnv-v0",
-    "LunarLanderContinuous": "LunarLanderContinuous-v3",
-    "PendulumPO": "Pendulum-v1",
-    "Pendulum": "Pendulum-v1",
-    "CartPole": "CartPole-v1",
-    "Ant": "Ant-v5",
-    "Humanoid": "Humanoid-v5",
-    "HalfCheetah": "HalfCheetah-v5",
-}
-
-_DESCRIPTIONS: dict[str, str] = {
-    "AntBulletEnv": "PyBullet quadruped locomotion; obs 28, 8 continuous actions, 1000 steps",
-    "LunarLanderContinuous": "Box2D lander; obs 8, 2 continuous actions, 1000 steps",
-    "PendulumPO": "Pendulum swing-up with angular velocity zeroed (partially observed); "
-    "obs 3, 1 continuous action, 200 steps",
-    "Pendulum": "Pendulum swing-up; obs 3, 1 continuous action, 200 steps",
-    "CartPole": "Pole balancing; obs 4, 2 discrete actions, 500 steps",
-    "Ant": "MuJoCo quadruped locomotion; obs 105, 8 continuous actions, 1000 steps",
-    "Humanoid": "MuJoCo humanoid locomotion; obs 348, 17 continuous actions, 1000 steps",
-    "HalfCheetah": "MuJoCo planar cheetah running; obs 17, 6 continuous actions, 1000 steps",
-}
-
-# Short names whose environment is the gymnasium id plus a wrapper.
-_WRAPPERS: dict[str, Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]] = {
-    "PendulumPO": ZeroVelocityPendulum,
-}
+ENV_ALIASES: dict[str, str] = {entry.name: entry.gym_id for entry in ENVS}
 
 _pybullet_registered = False
 
@@ -198,15 +242,15 @@ def canonical_env_name(name: str) -> str:
     if alias is not None:
         return alias
     env_id = resolve_env_id(name)
-    for short, gym_id in ENV_ALIASES.items():
-        if gym_id == env_id and short not in _WRAPPERS:
-            return short
+    for entry in ENVS:
+        if entry.gym_id == env_id and entry.wrapper is None:
+            return entry.name
     return env_id
 
 
 def list_envs() -> list[tuple[str, str, str]]:
     """Known short names as ``(short name, gymnasium id, one-line description)``."""
-    return [(short, gym_id, _DESCRIPTIONS[short]) for short, gym_id in ENV_ALIASES.items()]
+    return [(entry.name, entry.gym_id, entry.notes) for entry in ENVS]
 
 
 def make_env(name: str, *, render_mode: str | None = None) -> gym.Env[Any, Any]:
@@ -219,14 +263,17 @@ def make_env(name: str, *, render_mode: str | None = None) -> gym.Env[Any, Any]:
     wrapper (``PendulumPO``) get it applied.
     """
     alias = _alias_key(name)
-    env_id = resolve_env_id(name)
+    if alias is not None:
+        return BY_NAME[alias].make(render_mode)
+    return _make_id(resolve_env_id(name), render_mode)
+
+
+def _make_id(env_id: str, render_mode: str | None) -> gym.Env[Any, Any]:
+    """``gym.make(env_id)``; Bullet ids registered first and built quietly (see make_env)."""
     if _needs_pybullet(env_id):
         register_pybullet_envs()
         with quiet_output():
             env = gym.make(env_id, render_mode=render_mode)
             env.reset()
-    else:
-        env = gym.make(env_id, render_mode=render_mode)
-    if alias is not None and alias in _WRAPPERS:
-        env = _WRAPPERS[alias](env)
-    return env
+        return env
+    return gym.make(env_id, render_mode=render_mode)

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import pickle
-import secrets
 from pathlib import Path
 from typing import Any
 
-CHECKPOINT_NAME = "checkpoint.pkl"
+from harness import rundir
+from harness.rundir import atomic_write
+
+#: The checkpoint's file name in a run directory (:mod:`harness.rundir` owns the names).
+CHECKPOINT_NAME = rundir.CHECKPOINT
 #: Testing hook (``harness check-repro``): a run delivers itself a real SIGINT after this step.
 INTERRUPT_ENV = "HARNESS_INTERRUPT_AT_STEP"
 MAGIC = b"es-harness-checkpoint"
 FORMAT_VERSION = 1
-_TEMP_PREFIX = ".checkpoint-"
+_TEMP_PREFIX = rundir.CHECKPOINT_TEMP_PREFIX
 
 
 class CheckpointError(ValueError):
@@ -35,58 +37,17 @@ def encode_state(state: dict[str, Any]) -> bytes:
     return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def atomic_write(
-    path: Path, chunks: list[bytes], durable: bool = True, prefix: str = _TEMP_PREFIX
-) -> None:
-    """Write ``chunks`` to a new file beside ``path``, then rename it over ``path``.
-
-    Readers, and a process killed at any instant, see the old file or the new
-    one. ``durable`` also fsyncs the data and the directory (survives power loss).
-    The file gets the usual permissions (0666 less the umask).
-    """
-    while True:
-        temporary = path.parent / f"{prefix}{secrets.token_hex(6)}"
-        try:
-            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            for chunk in chunks:
-                stream.write(chunk)
-            stream.flush()
-            if durable:
-                os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    if durable:
-        _fsync_dir(path.parent)
-
-
 def write_checkpoint_payload(path: Path, payload: bytes) -> None:
     """Write an :func:`encode_state` payload to ``path`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(payload).hexdigest().encode("ascii")
     header = b"%s %d %s\n" % (MAGIC, FORMAT_VERSION, digest)
-    atomic_write(path, [header, payload])
+    atomic_write(path, [header, payload], prefix=_TEMP_PREFIX)
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write ``state`` to ``path`` through a temporary file and an atomic rename."""
     write_checkpoint_payload(path, encode_state(state))
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable (best effort: not every filesystem allows it)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def remove_stale_temporaries(folder: Path) -> None:

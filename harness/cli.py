@@ -6,45 +6,22 @@ import argparse
 import dataclasses
 import importlib
 import os
-import socket
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from harness import schema
+from harness.commands import (
+    ERROR_PREFIX,
+    EXIT_USAGE,
+    OneLineErrorParser,
+    UsageError,
+    check_ray_address,
+    check_runs_dir,
+    print_outcome,
+)
 from harness.config import ConfigError, ResolvedConfig, build_run_config
-
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit status 2, nothing written."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (no usage block), the one ``harness: error:`` prefix."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"harness: error: {message} (see `{self.prog} --help`)\n")
-
-
-def positive(kind: Callable[[str], Any], name: str) -> Callable[[str], Any]:
-    """An argparse type: ``kind(text)`` that must be > 0; errors name the flag and the value."""
-    noun = "an integer" if kind is int else "a number"
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be {noun}, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{name} must be positive, got {value}")
-        return value
-
-    return parse
-
 
 RUN_DESCRIPTION = """\
 Train one algorithm on one env as a Sacred run (RUNS_DIR/<id>/).
@@ -139,68 +116,6 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return resolve_run_args(args).config
 
 
-def check_runs_dir(path: Path) -> None:
-    """Refuse a runs directory this user cannot write, before anything is created."""
-    probe = path.absolute()
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    writable = probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
-    if writable:  # os.access says yes to root everywhere: try it (a file, removed at once)
-        try:
-            with tempfile.TemporaryFile(dir=probe, prefix=".harness-probe-"):
-                pass
-        except OSError:
-            writable = False
-    if not writable:
-        raise UsageError(f"runs directory {str(path)!r} is not writable")
-
-
-def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
-    """Refuse a Ray address that nothing answers on, before anything is created.
-
-    Forms: ``HOST:PORT`` (GCS, default port 6379), ``ray://HOST:PORT`` (Ray
-    client, default 10001), ``auto`` (the cluster recorded by ``ray start`` on
-    this machine) and ``local`` / none (a new local instance, always fine).
-    """
-    if not address or address == "local":
-        return
-    target = address
-    if address == "auto":
-        folder = Path(os.environ.get("RAY_TMPDIR") or "/tmp/ray")
-        try:
-            target = (folder / "ray_current_cluster").read_text().strip()
-        except OSError:
-            target = ""
-        if not target:
-            raise UsageError(
-                "ray address 'auto': no running Ray cluster on this machine "
-                "(start one with `ray start --head`)"
-            )
-    scheme, sep, rest = target.partition("://")
-    if not sep:
-        scheme, rest = "", target
-    if scheme not in ("", "ray"):
-        raise UsageError(f"ray address {address!r}: unknown scheme {scheme + '://'!r}")
-    rest = rest.split("/", 1)[0]
-    host, colon, port_text = rest.rpartition(":")
-    if not colon or host.endswith(":"):  # no port (or a bare IPv6 address)
-        host, port_text = rest, "10001" if scheme == "ray" else "6379"
-    host = host.strip("[]")
-    if not host:
-        raise UsageError(f"ray address {address!r} names no host")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise UsageError(f"ray address {address!r}: port {port_text!r} is not a number") from None
-    try:
-        socket.create_connection((host, port), timeout=timeout_s).close()
-    except OSError as error:
-        reason = error.strerror or str(error) or type(error).__name__
-        raise UsageError(
-            f"ray address {address!r} is unreachable ({host}:{port}: {reason})"
-        ) from None
-
-
 def start_run(config: dict[str, Any], runs_dir: Path, verbose: bool = False) -> Any:
     """Run one Sacred-tracked training run into ``runs_dir``; return the Sacred run."""
     from harness.experiment import make_observer
@@ -236,19 +151,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_outcome(run: Any, run_dir: Path) -> None:
-    """One line for the finished Sacred run, one for its result."""
-    result = run.result or {}
-    print(f"run {run_dir.name} {run.status}: {run_dir}")
-    if result:
-        final = result.get("final_eval_return")
-        print(
-            f"  {result['timesteps']} timesteps, {result['wall_time_s']:.1f}s, "
-            f"final eval return {final if final is None else round(final, 2)} "
-            f"({result['stop_reason']})"
-        )
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     from algorithms.registry import algorithm_names, get_algorithm
     from envs.registry import list_envs
@@ -272,7 +174,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"run": cmd_run, "lis
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineErrorParser(
         prog="harness", description="Compare evolution strategies with RL, with evidence."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -314,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Further sub-commands: each module defines ``add_arguments(parser)`` and ``run(args) -> int``
-#: and raises :class:`UsageError` for bad input.
+#: and raises :class:`harness.commands.UsageError` for bad input.
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "sweep": ("harness.sweep", "run every cell of a sweep file, skipping completed ones"),
     "report": ("harness.report", "write a comparison report from stored runs"),
@@ -332,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except UsageError as error:
-        print(f"harness: error: {error}", file=sys.stderr)
+        print(f"{ERROR_PREFIX} {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
@@ -340,8 +242,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the imported module's main: sub-command modules raise harness.cli.UsageError, which
-    # is another class than this __main__ module's own copy.
-    from harness.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

@@ -15,11 +15,9 @@ exit status 2; Sacred's INFO log is off unless ``-l INFO`` (``harness run -v``).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -32,8 +30,8 @@ from sacred.observers import FileStorageObserver
 from sacred.serializer import flatten
 from sacred.utils import SacredError, apply_backspaces_and_linefeeds
 
-from harness import schema
-from harness.checkpoint import atomic_write
+from harness import rundir, schema
+from harness.commands import ERROR_PREFIX, EXIT_USAGE
 from harness.config import ConfigError, build_run_config
 
 # Worker processes and tqdm write to the real stderr; "sys" capture keeps them out of cout.txt.
@@ -46,10 +44,6 @@ SETTINGS.DISCOVER_SOURCES = "none"
 def _cpu_count() -> int:
     """CPUs this run may use; reports name the machine with it."""
     return len(os.sched_getaffinity(0))
-
-
-#: Exit status of bad input, as ``harness run`` (harness.cli.EXIT_USAGE).
-EXIT_USAGE = 2
 
 
 class HarnessExperiment(Experiment):
@@ -72,7 +66,7 @@ class HarnessExperiment(Experiment):
             if not self.command_line:
                 raise
             first = next((line for line in str(error).splitlines() if line.strip()), "")
-            print(f"harness: error: {first}", file=sys.stderr)
+            print(f"{ERROR_PREFIX} {first}", file=sys.stderr)
             raise SystemExit(EXIT_USAGE) from None
 
 
@@ -217,40 +211,7 @@ def _run_dir(run: Any) -> Path | None:
     return None
 
 
-# -- run records ----------------------------------------------------------------------------
-
-RUN_LOCK_NAME = ".run.lock"
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON the way Sacred does (flattened, sorted, indented), through a rename.
-
-    A head killed mid-write leaves the previous file intact, never half a file.
-    """
-    text = json.dumps(flatten(obj), sort_keys=True, indent=2)
-    atomic_write(path, [text.encode("utf-8")], durable=False, prefix=f".{path.name}-")
-
-
-def lock_run_dir(run_dir: Path) -> int | None:
-    """Take the run's liveness lock: an fd, or None when another process holds it.
-
-    The kernel drops an ``flock`` when its holder dies, SIGKILL included, so a
-    run whose lock can be taken is not running anywhere on this machine.
-    """
-    fd = os.open(run_dir / RUN_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
-    return fd
-
-
-def head_info() -> dict[str, Any]:
-    """Which process writes the run (shown in run.json; resume checks it)."""
-    return {"pid": os.getpid(), "hostname": socket.gethostname()}
+# -- run records (the format is harness.rundir's) ---------------------------------------
 
 
 class RunStorageObserver(FileStorageObserver):
@@ -277,7 +238,7 @@ class RunStorageObserver(FileStorageObserver):
     # files
     def save_json(self, obj: Any, filename: str) -> None:
         with self._io_lock:
-            write_json_atomic(self._path(filename), obj)
+            rundir.write_json_atomic(self._path(filename), flatten(obj))
 
     def save_cout(self) -> None:
         with self._io_lock:
@@ -286,30 +247,22 @@ class RunStorageObserver(FileStorageObserver):
     def log_metrics(self, metrics_by_name: dict[str, Any], info: Any) -> None:
         if not metrics_by_name:
             return
+        new = {
+            name: {
+                "steps": series["steps"],
+                "values": series["values"],
+                "timestamps": [stamp.isoformat() for stamp in series["timestamps"]],
+            }
+            for name, series in metrics_by_name.items()
+        }
         with self._io_lock:
-            path = self._path("metrics.json")
-            saved = json.loads(path.read_text()) if path.exists() else {}
-            for name, new in metrics_by_name.items():
-                series = saved.setdefault(name, {"values": [], "steps": [], "timestamps": []})
-                rows = list(
-                    zip(series["steps"], series["values"], series["timestamps"], strict=True)
-                )
-                rows += zip(
-                    new["steps"],
-                    new["values"],
-                    [stamp.isoformat() for stamp in new["timestamps"]],
-                    strict=True,
-                )
-                rows.sort(key=lambda row: row[0])
-                series["steps"] = [row[0] for row in rows]
-                series["values"] = [row[1] for row in rows]
-                series["timestamps"] = [row[2] for row in rows]
-            self.save_json(saved, "metrics.json")
+            saved = rundir.read_metrics(self._path(""))
+            self.save_json(rundir.merge_metrics(saved, new), rundir.METRICS)
 
     # liveness
     def _make_dir(self, _id: Any) -> None:
         super()._make_dir(_id)
-        self._run_lock = lock_run_dir(self._path(""))
+        self._run_lock = rundir.lock_run_dir(self._path(""))
 
     def _release(self) -> None:
         if self._run_lock is not None:
@@ -320,8 +273,8 @@ class RunStorageObserver(FileStorageObserver):
     def started_event(self, *args: Any, **kwargs: Any) -> Any:
         with self._io_lock:
             _id = super().started_event(*args, **kwargs)
-            self._entry()["head"] = head_info()
-            self.save_json(self.run_entry, "run.json")
+            self._entry()["head"] = rundir.head_info()
+            self.save_json(self.run_entry, rundir.RUN)
         return _id
 
     def heartbeat_event(self, *args: Any, **kwargs: Any) -> None:
@@ -336,7 +289,7 @@ class RunStorageObserver(FileStorageObserver):
             artifacts = self._entry().setdefault("artifacts", [])
             if name not in artifacts:
                 artifacts.append(name)
-            self.save_json(self.run_entry, "run.json")
+            self.save_json(self.run_entry, rundir.RUN)
 
     def completed_event(self, stop_time: Any, result: Any) -> None:
         with self._io_lock:
@@ -400,37 +353,24 @@ class ResumeObserver(RunStorageObserver):
     ) -> Any:
         with self._io_lock:
             self.dir = str(self.run_dir)
-            entry = json.loads((self.run_dir / "run.json").read_text())
-            previous = {key: entry.pop(key) for key in ("stop_time", "fail_trace") if key in entry}
-            resumed = {
-                "time": start_time.isoformat(),
-                "from_step": self.keep_through_step,
-                "previous_status": entry.get("status"),
-                "previous_heartbeat": entry.get("heartbeat"),
-                **{f"previous_{key}": value for key, value in previous.items()},
-                "head": head_info(),
-                **self.note,
-            }
-            entry.setdefault("resumed", []).append(resumed)
-            entry.setdefault("artifacts", [])
-            entry.setdefault("resources", [])
-            entry.update(status="RUNNING", heartbeat=start_time.isoformat(), head=head_info())
-            entry.pop("result", None)
-            self.run_entry = entry
+            stored = rundir.read_json(self.run_dir / rundir.RUN)
+            self.run_entry = rundir.resumed_entry(
+                stored, start_time.isoformat(), self.keep_through_step, self.note
+            )
             self.config = config
             self.info = {}
             self.cout = ""
             self.cout_write_cursor = 0
-            truncate_metrics(
-                self.run_dir / "metrics.json", self.keep_through_step, self.drop_eval_step
+            rundir.truncate_metrics(
+                self.run_dir, self.keep_through_step, self.drop_eval_step, EVAL_METRIC_NAMES
             )
-            self.save_json(self.config, "config.json")
-            with open(self.run_dir / "cout.txt", "a", encoding="utf-8") as cout:
-                cout.write(
-                    f"--- resumed {start_time.isoformat()} from step "
-                    f"{self.keep_through_step} (pid {os.getpid()}) ---\n"
-                )
-            self.save_json(self.run_entry, "run.json")
+            self.save_json(self.config, rundir.CONFIG)
+            rundir.append_cout(
+                self.run_dir,
+                f"--- resumed {start_time.isoformat()} from step "
+                f"{self.keep_through_step} (pid {os.getpid()}) ---\n",
+            )
+            self.save_json(self.run_entry, rundir.RUN)
         return self.run_dir.name
 
 
@@ -448,26 +388,6 @@ EVAL_METRIC_NAMES = (
 )
 
 
-def truncate_metrics(path: Path, keep_through_step: int, drop_eval_step: int | None) -> None:
-    """Keep the metrics up to ``keep_through_step``; optionally drop one evaluation's rows."""
-    if not path.exists():
-        return
-    saved = json.loads(path.read_text())
-    for name, series in list(saved.items()):
-        rows = [
-            row
-            for row in zip(series["steps"], series["values"], series["timestamps"], strict=True)
-            if row[0] <= keep_through_step
-            and not (row[0] == drop_eval_step and name in EVAL_METRIC_NAMES)
-        ]
-        if not rows:
-            del saved[name]
-            continue
-        steps, values, stamps = zip(*rows, strict=True)
-        series.update(steps=list(steps), values=list(values), timestamps=list(stamps))
-    write_json_atomic(path, saved)
-
-
 def make_observer(runs_dir: str | Path) -> RunStorageObserver:
     """The observer every ``harness`` run uses."""
     return RunStorageObserver(str(runs_dir))
@@ -481,7 +401,7 @@ def run_failure_message(error: BaseException) -> str | None:
             what = f"{type(error).__name__}: {first}" if first else type(error).__name__
             return (
                 f"run {Path(observer.dir).name} FAILED: {what} "
-                f"(traceback in {Path(observer.dir) / 'run.json'})"
+                f"(traceback in {Path(observer.dir) / rundir.RUN})"
             )
     return None
 

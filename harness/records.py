@@ -1,7 +1,7 @@
 """Run records: read Sacred FileStorage run directories into tidy pandas frames.
 
-This is the leaf layer: it imports nothing from the rest of the harness.
-Reports, sweeps and checks see stored runs only through it.
+It builds on :mod:`harness.rundir` (the run-directory format, the leaf layer)
+and imports nothing else of the harness. Reports see stored runs through it.
 
 A run directory ``RUNS_DIR/<id>/`` holds ``config.json``, ``run.json``
 (status ``RUNNING``, ``COMPLETED``, ``FAILED`` or ``INTERRUPTED``, host info,
@@ -90,6 +90,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness import rundir
+from harness.rundir import (
+    STATUSES,
+    RunHeader,
+    RunRecord,
+    UnreadableRun,
+    find_run_dirs,
+    metrics_look_complete,
+    read_run,
+    scan_runs,
+)
+
 __all__ = [
     "POPULATION_ARTIFACT",
     "POPULATION_FORMAT",
@@ -109,9 +121,8 @@ __all__ = [
     "scan_runs",
 ]
 
-POPULATION_ARTIFACT = "population.npz"
+POPULATION_ARTIFACT = rundir.POPULATION
 POPULATION_FORMAT = "es-harness/population/1"
-STATUSES = ("RUNNING", "COMPLETED", "FAILED", "INTERRUPTED", "QUEUED")
 
 #: Config keys renamed in frames because a metric has the same name.
 RENAMED_CONFIG = {
@@ -127,144 +138,6 @@ ID_COLUMNS = ("run", "run_id", "run_dir", "status")
 
 class RunDirWarning(UserWarning):
     """A run directory was skipped (or read only in part); the message names it."""
-
-
-class UnreadableRun(ValueError):
-    """A run directory that cannot be read; the message is one line naming it."""
-
-
-# -- reading one directory -----------------------------------------------------
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UnreadableRun(f"{path.name} is missing") from None
-    except OSError as error:
-        raise UnreadableRun(f"cannot read {path.name}: {error.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UnreadableRun(
-            f"{path.name} is truncated or corrupt ({error.msg} at line {error.lineno})"
-        ) from None
-
-
-@dataclass
-class RunHeader:
-    """The cheap part of a run: id, directory, status and config (no metrics)."""
-
-    run_id: str
-    path: Path
-    status: str
-    config: dict[str, Any]
-    run: dict[str, Any]
-
-
-@dataclass
-class RunRecord(RunHeader):
-    """A whole run directory as read from disk."""
-
-    metrics: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-
-    @property
-    def artifacts(self) -> list[str]:
-        return [str(name) for name in self.run.get("artifacts") or []]
-
-    def artifact_path(self, name: str) -> Path | None:
-        """Path of a stored artifact, or None when the run has no such file."""
-        path = self.path / name
-        return path if path.is_file() else None
-
-
-def _read_header(path: Path) -> RunHeader:
-    run = _read_json(path / "run.json")
-    config = _read_json(path / "config.json")
-    if not isinstance(run, dict) or not isinstance(config, dict):
-        raise UnreadableRun("run.json or config.json is not a JSON object")
-    status = str(run.get("status", "UNKNOWN"))
-    return RunHeader(path.name, path, status, config, run)
-
-
-def read_run(path: str | Path) -> RunRecord:
-    """Read one run directory; raise :class:`UnreadableRun` (one line) when it is damaged."""
-    path = Path(path)
-    header = _read_header(path)
-    metrics: dict[str, dict[str, list[Any]]] = {}
-    metrics_path = path / "metrics.json"
-    if metrics_path.exists():
-        data = _read_json(metrics_path)
-        if not isinstance(data, dict):
-            raise UnreadableRun("metrics.json is not a JSON object")
-        for name, series in data.items():
-            if not isinstance(series, dict) or len(series.get("steps", [])) != len(
-                series.get("values", [])
-            ):
-                raise UnreadableRun(f"metric {name!r} in metrics.json is malformed")
-            metrics[str(name)] = series
-    elif header.status == "COMPLETED":
-        raise UnreadableRun("COMPLETED run without metrics.json")
-    return RunRecord(header.run_id, header.path, header.status, header.config, header.run, metrics)
-
-
-def _is_run_dir(path: Path) -> bool:
-    return (path / "run.json").exists() or (path / "config.json").exists()
-
-
-def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
-    """Run directories under ``paths``: each is a runs directory or one run directory.
-
-    A runs directory's run directories are its numeric sub-directories (Sacred's
-    ids), in id order; ``_sources`` and other bookkeeping folders are ignored.
-    """
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if not path.is_dir():
-            raise UnreadableRun(f"{path} is not a directory")
-        if _is_run_dir(path):
-            found.append(path)
-            continue
-        found += sorted(
-            (p for p in path.iterdir() if p.is_dir() and p.name.isdigit()),
-            key=lambda p: int(p.name),
-        )
-    return found
-
-
-def metrics_look_complete(run_dir: str | Path) -> bool:
-    """Cheap check that ``metrics.json`` exists and was written to the end (no parse)."""
-    path = Path(run_dir) / "metrics.json"
-    try:
-        with open(path, "rb") as stream:
-            stream.seek(0, 2)
-            size = stream.tell()
-            stream.seek(max(0, size - 64))
-            return stream.read().rstrip().endswith(b"}")
-    except OSError:
-        return False
-
-
-def scan_runs(runs_dir: str | Path) -> list[RunHeader]:
-    """Headers of the readable runs in one runs directory (quietly skipping the rest).
-
-    Used by sweeps to find completed cells; a run being written by another
-    process at this moment may be unreadable and is simply not listed.
-    """
-    runs_dir = Path(runs_dir)
-    if not runs_dir.is_dir():
-        return []
-    headers = []
-    for path in sorted(
-        (p for p in runs_dir.iterdir() if p.is_dir() and p.name.isdigit()),
-        key=lambda p: int(p.name),
-    ):
-        try:
-            headers.append(_read_header(path))
-        except UnreadableRun:
-            continue
-    return headers
 
 
 # -- flattening ----------------------------------------------------------------
@@ -364,7 +237,7 @@ def summarise(record: RunRecord, steps: pd.DataFrame) -> dict[str, Any]:
         "gym_id": result.get("env") if isinstance(result, dict) else None,
         "start_time": record.run.get("start_time"),
         "stop_time": record.run.get("stop_time"),
-        "n_params": _npy_size(record.artifact_path("final_params.npy")),
+        "n_params": _npy_size(record.artifact_path(rundir.FINAL_PARAMS)),
         "has_population_log": record.artifact_path(POPULATION_ARTIFACT) is not None,
     }
     if not summary["gym_id"]:

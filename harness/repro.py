@@ -58,9 +58,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import schema
+from harness import rundir, schema
 from harness.checkpoint import INTERRUPT_ENV
-from harness.cli import UsageError, check_ray_address
+from harness.commands import UsageError, check_ray_address
 from harness.config import ConfigError, build_run_config, read_yaml
 
 #: Left out of every comparison: they measure the machine, not the result.
@@ -211,18 +211,13 @@ def _tail(completed: subprocess.CompletedProcess[str], lines: int = 6) -> str:
 
 
 def _only_run(runs_dir: Path) -> Path | None:
-    runs = (
-        [p for p in runs_dir.iterdir() if p.is_dir() and p.name.isdigit()]
-        if runs_dir.exists()
-        else []
-    )
+    runs = rundir.run_dirs(runs_dir)
     return runs[0] if len(runs) == 1 else None
 
 
 def _load(run_dir: Path) -> tuple[str, dict[str, Any]]:
-    status = json.loads((run_dir / "run.json").read_text()).get("status", "?")
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    return status, metrics
+    record = rundir.read_run(run_dir)
+    return record.status, record.metrics
 
 
 def execute(
@@ -236,7 +231,7 @@ def execute(
     if run_dir is None:
         return RunOutcome(label, None, None, f"no run was recorded:\n    {_tail(completed)}")
     if interrupt_at is not None:
-        status = json.loads((run_dir / "run.json").read_text()).get("status")
+        status = rundir.read_status(run_dir)
         if status != "INTERRUPTED":
             return RunOutcome(
                 label,
@@ -247,7 +242,11 @@ def execute(
                 f"--interrupt-at\n    {_tail(completed)}",
             )
         completed = _cli("resume", str(run_dir), "--no-progress")
-    status, metrics = _load(run_dir)
+    try:
+        status, metrics = _load(run_dir)
+    except rundir.UnreadableRun as error:
+        reason = f"run {run_dir.name} is unreadable: {error}\n    {_tail(completed)}"
+        return RunOutcome(label, run_dir, None, reason)
     if status != "COMPLETED" or completed.returncode != 0:
         return RunOutcome(
             label,

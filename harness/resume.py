@@ -34,7 +34,6 @@ numbers differ from an uninterrupted run's after the checkpoint.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import socket
@@ -42,10 +41,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import schema
+from harness import rundir, schema
 from harness.budget import Budget
 from harness.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-from harness.cli import UsageError, check_ray_address, print_outcome
+from harness.commands import UsageError, check_ray_address, print_outcome
 from harness.config import BUDGET_KEYS, ConfigError, build_run_config
 
 #: A RUNNING record from another host with a heartbeat younger than this is taken as alive.
@@ -93,31 +92,11 @@ def _read_json(path: Path) -> Any:
         raise UsageError(f"cannot read {path}: {error.strerror}") from None
 
 
-def _holder(run_dir: Path) -> str:
-    try:
-        pid, _, host = (run_dir / ".run.lock").read_text().strip().partition(" ")
-    except OSError:
-        return "another process"
-    return f"pid {pid} on {host}" if pid else "another process"
-
-
-def _heartbeat_age_s(entry: dict[str, Any]) -> float | None:
-    stamp = entry.get("heartbeat") or entry.get("start_time")
-    if not stamp:
-        return None
-    try:
-        beat = datetime.datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
-    return (now - beat).total_seconds()
-
-
 def _resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The stored config rebuilt as ``harness run`` builds one, with the new budget if given."""
     config = dict(stored)
     given = schema.given_by_flags(args, ("timesteps", "generations", "time_limit"))
-    sources = dict.fromkeys(config, "config.json")
+    sources = dict.fromkeys(config, rundir.CONFIG)
     if any(value is not None for value in given.values()):
         config.update(given)
         sources.update({key: "command line" for key, value in given.items() if value is not None})
@@ -142,9 +121,9 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Check everything before anything is written; return what to run."""
     if not run_dir.is_dir():
         raise UsageError(f"run directory {str(run_dir)!r} does not exist")
-    entry = _read_json(run_dir / "run.json")
-    stored = _read_json(run_dir / "config.json")
-    metrics_path = run_dir / "metrics.json"
+    entry = _read_json(run_dir / rundir.RUN)
+    stored = _read_json(run_dir / rundir.CONFIG)
+    metrics_path = run_dir / rundir.METRICS
     metrics = _read_json(metrics_path) if metrics_path.exists() else {}
     if not isinstance(entry, dict) or not isinstance(stored, dict):
         raise UsageError(f"{run_dir} is not a run directory of this harness")
@@ -197,7 +176,7 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         )
     if status == "RUNNING" and not args.force:
         head = entry.get("head") or {}
-        age = _heartbeat_age_s(entry)
+        age = rundir.heartbeat_age_s(entry)
         other_host = head.get("hostname", entry.get("host", {}).get("hostname"))
         alive = age is not None and age < STALE_HEARTBEAT_S
         if other_host not in (None, socket.gethostname()) and alive:
@@ -226,11 +205,11 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     plan = plan_resume(run_dir, args)
 
-    from harness.experiment import ResumeObserver, lock_run_dir, run_failure_message, start_run
+    from harness.experiment import ResumeObserver, run_failure_message, start_run
 
-    lock = lock_run_dir(run_dir)
+    lock = rundir.lock_run_dir(run_dir)
     if lock is None:
-        raise UsageError(f"run {run_dir.name} is still running ({_holder(run_dir)})")
+        raise UsageError(f"run {run_dir.name} is still running ({rundir.lock_holder(run_dir)})")
     if args.no_progress:
         os.environ["HARNESS_PROGRESS"] = "0"
     observer = ResumeObserver(

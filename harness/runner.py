@@ -57,6 +57,7 @@ from algorithms.es_common import confirm_seeds, eval_seeds
 from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env, resolve_env_id
+from harness import rundir
 from harness.budget import Budget
 from harness.checkpoint import (
     CHECKPOINT_NAME,
@@ -652,13 +653,13 @@ class Trainer:
         if self.run is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 folder = Path(tmp)
-                np.save(folder / "final_params.npy", self.algorithm.current_parameters())
+                np.save(folder / rundir.FINAL_PARAMS, self.algorithm.current_parameters())
                 spec = self.algorithm.context.policy_spec.to_dict()
-                (folder / "policy_spec.json").write_text(json.dumps(spec, indent=2))
-                (folder / "summary.json").write_text(
+                (folder / rundir.POLICY_SPEC).write_text(json.dumps(spec, indent=2))
+                (folder / rundir.SUMMARY).write_text(
                     json.dumps({**summary, **self.algorithm.artifacts()}, indent=2)
                 )
-                names = ["final_params.npy", "policy_spec.json", "summary.json"]
+                names = list(rundir.ARTIFACT_NAMES)
                 if self.population_log is not None and self.population_log.generation:
                     self.population_log.add_final_centre(self.algorithm.current_parameters())
                     self.population_log.save(folder / POPULATION_ARTIFACT)

@@ -46,12 +46,27 @@ def test_adam_first_step_moves_each_coordinate_by_the_stepsize() -> None:
     np.testing.assert_allclose(step, [-0.01, 0.01, -0.01], rtol=1e-3)
 
 
-def test_l2_decay_shrinks_the_centre_when_fitness_is_flat() -> None:
-    table = NoiseTable.create(NoiseSpec(1000, 1))
-    es = OpenAIES(np.ones(4, np.float32), table, 4, 0.1, 0.1, "sgd", l2_coeff=0.5, momentum=0.0)
-    es.tell(es.ask(np.random.default_rng(0)), np.zeros(4))
-    # flat fitness ranks by position, so the gradient is not zero, but decay dominates
-    assert np.linalg.norm(es.centre) < 2.0
+def test_l2_decay_adds_exactly_l2_times_theta_to_the_loss_gradient() -> None:
+    """The step is taken on ``-grad + l2 * theta`` (module docstring; ``es_distributed/es.py``:
+    ``optimizer.update(-g + config.l2coeff * theta)``), so with SGD, momentum 0 and lr 0.1:
+    ``theta' = theta + 0.1 * grad - 0.1 * l2 * theta``.
+    """
+    table = NoiseTable(NoiseSpec(6, 0), np.arange(6, dtype=np.float32), None, owner=True)
+    theta = np.array([1.0, -2.0], dtype=np.float32)
+    candidates = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]
+
+    def centre_after_one_flat_step(l2_coeff: float) -> np.ndarray:
+        es = OpenAIES(theta, table, 4, 0.1, 0.1, "sgd", l2_coeff=l2_coeff, momentum=0.0)
+        es.tell(candidates, np.zeros(4))
+        return es.centre
+
+    # Flat fitness is ranked by position: shaped [-.5, -1/6, 1/6, .5], pair differences
+    # -1/3 and -1/3, so grad = (-1/3 * [0, 1] - 1/3 * [3, 4]) / 4 = [-1/4, -5/12].
+    grad = np.array([-1 / 4, -5 / 12])
+    plain = centre_after_one_flat_step(0.0)
+    np.testing.assert_allclose(plain, theta + 0.1 * grad, rtol=0, atol=1e-6)  # no decay term
+    decayed = centre_after_one_flat_step(0.5)
+    np.testing.assert_allclose(decayed, theta + 0.1 * grad - 0.1 * 0.5 * theta, rtol=0, atol=1e-6)
 
 
 def test_worker_perturbation_equals_head_reconstruction() -> None:

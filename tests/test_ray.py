@@ -15,15 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import ray  # a hard dependency (pyproject): a missing Ray must fail here, not skip the module
 
-ray = pytest.importorskip("ray")
-
-from harness.parallel.backends import WorkerLostError  # noqa: E402
-from harness.parallel.noise import NoiseSpec  # noqa: E402
-from harness.parallel.protocol import Broadcast, EvalTask  # noqa: E402
-from harness.parallel.ray_backend import RayEvaluator, quiet_ray_logging  # noqa: E402
-from tests.conftest import ROOT  # noqa: E402
-from tests.test_parallel import (  # noqa: E402
+from harness.parallel.backends import WorkerLostError
+from harness.parallel.noise import NoiseSpec
+from harness.parallel.protocol import Broadcast, EvalTask
+from harness.parallel.ray_backend import RayEvaluator, quiet_ray_logging
+from tests.conftest import ROOT
+from tests.test_parallel import (
     ENV,
     ES_ALGORITHMS,
     SLOW,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.cli import UsageError
+from harness.commands import UsageError
 from harness.repro import _read_golden, compare_golden, diff_metrics, digest, golden_text
 from tests.conftest import ROOT
 

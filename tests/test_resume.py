@@ -21,9 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from harness.checkpoint import CheckpointError, load_checkpoint, remove_stale_temporaries
+from harness.checkpoint import (
+    INTERRUPT_ENV,
+    CheckpointError,
+    load_checkpoint,
+    remove_stale_temporaries,
+)
 from harness.repro import diff_metrics
 from tests.conftest import ROOT, harness_cli, only_run_dir, read_run
 
@@ -208,6 +214,80 @@ def test_a_larger_budget_extends_a_completed_run_exactly(
     # run logs exactly what a 30-generation run logs.
     _assert_same(reference, record["metrics"])
     assert record["run"]["artifacts"].count("final_params.npy") == 1
+
+
+#: Vector ES on a real env: small enough for a case to take about 20 s on two cores.
+VECTOR_ES = ("cma", "nevergrad-es")
+VECTOR_GENERATIONS = 12
+VECTOR_INTERRUPT_STEP = 5  # between periodic checkpoints: the interrupt writes its own
+
+
+def _vector_es_run(algo: str, runs: Path) -> list[str]:
+    return [
+        "run",
+        "--algo",
+        algo,
+        "--env",
+        "CartPole",
+        "--seed",
+        "4",
+        "--generations",
+        str(VECTOR_GENERATIONS),
+        "--backend",
+        "inline",
+        "--runs-dir",
+        str(runs),
+        "--set",
+        "population=10",
+        "--set",
+        "checkpoint_every=2",
+        "--set",
+        "eval_every_timesteps=1000",
+        "--set",
+        "eval_episodes=2",
+    ]
+
+
+@pytest.mark.parametrize("algo", VECTOR_ES)
+def test_vector_es_resumed_through_the_cli_equals_an_uninterrupted_run(
+    algo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pycma's and Nevergrad's whole state crosses a real SIGINT and `harness resume`.
+
+    The run delivers itself the SIGINT after step 5 (the hook `harness check-repro`
+    uses), so the interruption lands on the same step however busy the machine is.
+    """
+    straight = tmp_path / "straight"
+    harness_cli(*_vector_es_run(algo, straight))
+    reference = read_run(only_run_dir(straight))
+    assert reference["run"]["status"] == "COMPLETED"
+
+    runs = tmp_path / "interrupted"
+    monkeypatch.setenv(INTERRUPT_ENV, str(VECTOR_INTERRUPT_STEP))
+    stopped = harness_cli(*_vector_es_run(algo, runs), check=False)
+    monkeypatch.delenv(INTERRUPT_ENV)
+    assert stopped.returncode == 130, stopped.stderr
+    assert "harness resume" in stopped.stderr and "Traceback" not in stopped.stderr
+    run_dir = only_run_dir(runs)
+    partial = read_run(run_dir)
+    assert partial["run"]["status"] == "INTERRUPTED"
+    assert partial["metrics"]["timesteps"]["steps"] == list(range(1, VECTOR_INTERRUPT_STEP + 1))
+    state = load_checkpoint(run_dir / "checkpoint.pkl")
+    assert int(state["progress"]["step"]) == VECTOR_INTERRUPT_STEP
+
+    harness_cli("resume", str(run_dir))
+    record = read_run(run_dir)
+    assert record["run"]["status"] == "COMPLETED"
+    (resumed,) = record["run"]["resumed"]
+    assert resumed["from_step"] == VECTOR_INTERRUPT_STEP
+    assert resumed["previous_status"] == "INTERRUPTED"
+    assert diff_metrics(reference["metrics"], record["metrics"], "uninterrupted", "resumed") == []
+    steps = list(range(1, VECTOR_GENERATIONS + 1))
+    assert record["metrics"]["timesteps"]["steps"] == steps
+    assert len(record["metrics"]["eval_return_mean"]["values"]) >= 3  # before, after, at the end
+    np.testing.assert_array_equal(
+        np.load(run_dir / "final_params.npy"), np.load(only_run_dir(straight) / "final_params.npy")
+    )
 
 
 WRITER = textwrap.dedent("""

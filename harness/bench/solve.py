@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import rundir
 from harness.bench import emit
 from harness.runner import TIME_PARTS
 
@@ -136,11 +137,11 @@ def _run_one(
         print(completed.stderr[-2000:], file=sys.stderr)
         return None
     new = sorted(
-        (p for p in runs_dir.iterdir() if p.name not in before and p.is_dir()),
+        (p for p in rundir.run_dirs(runs_dir) if p.name not in before),
         key=lambda p: p.stat().st_mtime,
     )
     run_dir = new[-1]
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = json.loads((run_dir / rundir.SUMMARY).read_text())
     row = measure_run(summary, launched, exited)
     row.update(seed=seed, workers=workers, run_dir=str(run_dir))
     return row

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     """``harness report``: 0 on success; a usage error when there is nothing to report."""
     from pathlib import Path
 
-    from harness.cli import UsageError
+    from harness.commands import UsageError
     from harness.records import STATUSES, UnreadableRun
 
     for raw in args.runs_dirs:

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness import rundir
+
 GROUP = "group"
 
 
@@ -458,8 +460,8 @@ def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame)
     rows = []
     for _, row in runs.iterrows():
         record = records.get(row["run"])
-        summary = _read_artifact_json(record, "summary.json") if record is not None else {}
-        spec = _read_artifact_json(record, "policy_spec.json") if record is not None else {}
+        summary = _read_artifact_json(record, rundir.SUMMARY) if record is not None else {}
+        spec = _read_artifact_json(record, rundir.POLICY_SPEC) if record is not None else {}
         cpu = _float(summary.get("cpu_seconds"))
         if not _present(cpu):
             cpu = float(last_cpu.get(row["run"], math.nan))

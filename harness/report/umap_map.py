@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from harness import rundir
 from harness.records import PopulationLog, RunRecord
 
 MAX_POINTS = 5000
@@ -279,7 +280,7 @@ def final_params_figure(
 
     rows, vectors = [], []
     for _, row in runs.iterrows():
-        path = records[row["run"]].artifact_path("final_params.npy")
+        path = records[row["run"]].artifact_path(rundir.FINAL_PARAMS)
         if path is None:
             continue
         try:

@@ -1,0 +1,130 @@
+"""``harness sweep FILE.yaml``, and ``python -m harness.sweep --cell CONFIG.json`` (one cell)."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+from harness.commands import UsageError, check_runs_dir
+from harness.sweep.scheduler import RESULT_PREFIX, run_sweep
+from harness.sweep.spec import GRID_KEYS, SweepError, load_sweep, parse_grid_override
+from harness.sweep.store import completed_runs, find_completed, resumable_run
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``harness sweep``."""
+    parser.add_argument("file", help="sweep file (YAML), e.g. experiments/demo.yaml")
+    parser.add_argument("--runs-dir", default="runs", help="Sacred FileStorage directory")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="cells run at once (default: the file's jobs, else 1); more jobs "
+        "than cores distorts wall-clock comparisons",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a knob in every cell (as `harness run --set`), e.g. "
+        "timesteps=200000 for a smaller budget",
+    )
+    parser.add_argument(
+        "--grid",
+        dest="grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help=f"replace a grid axis ({', '.join(GRID_KEYS)}), e.g. seed=0,1",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the cells and whether each would run or be skipped",
+    )
+    parser.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="run interrupted cells afresh instead of continuing them from their checkpoint",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``harness sweep``: 0 when every cell is completed, 1 when some failed."""
+    try:
+        grid = dict(parse_grid_override(text) for text in args.grid)
+        sweep = load_sweep(args.file, extra_set=args.overrides, grid_override=grid)
+    except SweepError as error:
+        raise UsageError(str(error)) from None
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs must be a positive integer, got {args.jobs}")
+    jobs = args.jobs if args.jobs is not None else sweep.jobs
+    runs_dir = Path(args.runs_dir)
+    check_runs_dir(runs_dir)
+    if args.dry_run:
+        done = completed_runs(runs_dir)
+        for cell in sweep.cells:
+            existing = find_completed(cell, done)
+            if existing is not None:
+                state = f"skip (run {existing})"
+            else:
+                interrupted = None if args.no_resume else resumable_run(runs_dir, cell)
+                state = "run" if interrupted is None else f"resume (run {interrupted.name})"
+            print(f"{cell.index:3d} {state:<16} {cell.label}")
+        return 0
+    most_workers = max(int(c.config["workers"]) for c in sweep.cells)
+    cores = os.cpu_count() or 1
+    if jobs * most_workers > cores:
+        print(
+            f"harness: note: {jobs} jobs x {most_workers} workers on {cores} cores; "
+            f"wall-clock figures of these runs share cores",
+            file=sys.stderr,
+        )
+    result = run_sweep(
+        sweep, runs_dir, jobs, progress=not args.no_progress, resume=not args.no_resume
+    )
+    skipped = result.count("skipped")
+    ran_ok = result.count("ran", "COMPLETED")
+    resumed = result.count("resumed", "COMPLETED")
+    failed = result.failed
+    print(
+        f"sweep {sweep.name}: {len(sweep.cells)} cells, {skipped} already completed, "
+        f"{ran_ok} ran, {resumed} resumed, {len(failed)} not completed; runs in {runs_dir}"
+    )
+    for outcome in failed:
+        print(
+            f"  cell {outcome.cell.index} {outcome.cell.label}: {outcome.status}, log {outcome.log}"
+        )
+    return 1 if failed else 0
+
+
+def cell_main(argv: list[str]) -> int:
+    """``python -m harness.sweep --cell CONFIG.json --runs-dir DIR``: run one cell."""
+    parser = argparse.ArgumentParser(prog="python -m harness.sweep")
+    parser.add_argument("--cell", required=True, help="JSON file with a completed run config")
+    parser.add_argument("--runs-dir", required=True)
+    args = parser.parse_args(argv)
+    from harness.experiment import make_observer, start_run
+
+    config = json.loads(Path(args.cell).read_text(encoding="utf-8"))
+    try:
+        # Sacred's INFO lines (run id, result) belong in the cell's log file.
+        run = start_run(copy.deepcopy(config), [make_observer(args.runs_dir)], verbose=True)
+    except BaseException as error:
+        # Sacred has recorded the run as FAILED or INTERRUPTED; name it for the sweep.
+        from harness.experiment import ex
+
+        current = ex.current_run
+        if current is not None and current._id is not None:
+            status = "INTERRUPTED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+            print(f"{RESULT_PREFIX} {current._id} {status}", flush=True)
+        raise
+    print(f"{RESULT_PREFIX} {run._id} {run.status}", flush=True)
+    return 0 if run.status == "COMPLETED" else 1

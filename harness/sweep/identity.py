@@ -1,0 +1,70 @@
+"""A sweep cell's identity: the knobs that make a stored run the same cell.
+
+See "Resumption" in :mod:`harness.sweep`: the completed config minus
+``ray_address`` and minus the knobs the algorithm does not use; keys only one
+side has do not count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from harness import schema
+
+#: Config keys left out of a cell's identity (see the package docstring).
+IGNORED_IN_IDENTITY = ("ray_address",)
+
+
+def cell_identity(config: dict[str, Any]) -> dict[str, Any]:
+    """The knobs that make two runs the same cell.
+
+    The completed config minus ``ray_address`` (where a run executed, not what
+    it computed) and minus the knobs the algorithm does not use (a sweep file's
+    ``backend`` once reached PPO cells; it never changed what they computed).
+    """
+    identity = {k: v for k, v in config.items() if k not in IGNORED_IN_IDENTITY}
+    family = algorithm_family(config.get("algo"))
+    if family is not None:
+        for knob in schema.KNOBS:
+            if knob.applies_to(family):
+                continue
+            section, _, name = knob.name.rpartition(".")
+            holder = identity.get(section) if section else identity
+            if isinstance(holder, dict):
+                if section:
+                    holder = identity[section] = dict(holder)
+                holder.pop(name, None)
+    # Through JSON, as config.json stores it: tuples become lists, key order is irrelevant.
+    canonical: dict[str, Any] = json.loads(json.dumps(identity, sort_keys=True, default=str))
+    return canonical
+
+
+def algorithm_family(algo: Any) -> str | None:
+    """The family of an algorithm name, or None for one this harness does not know."""
+    from algorithms.registry import UnknownAlgorithmError, get_algorithm
+
+    try:
+        return str(get_algorithm(str(algo)).family)
+    except UnknownAlgorithmError:
+        return None
+
+
+def cell_key(config: dict[str, Any]) -> str:
+    """A short digest of :func:`cell_identity` (names lock and log files)."""
+    text = json.dumps(cell_identity(config), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def same_cell(cell: Any, stored: Any) -> bool:
+    """Whether a stored run's config is this cell's, comparing the keys both have.
+
+    Both sides go through :func:`cell_identity`. A key only one side has is a
+    knob added to (or removed from) the harness since that run was made; it
+    does not count, so adding a knob with a neutral default does not re-run
+    every stored cell.
+    """
+    if isinstance(cell, dict) and isinstance(stored, dict):
+        return all(same_cell(cell[k], stored[k]) for k in cell.keys() & stored.keys())
+    return bool(cell == stored)

@@ -1,0 +1,281 @@
+"""Running a sweep's cells: one subprocess each, ``jobs`` at once, one lock per cell.
+
+Each cell runs as ``python -m harness.sweep --cell CONFIG.json`` (or, to
+continue an interrupted run, ``harness resume``), its output appended to
+``RUNS_DIR/_sweeps/<name>/logs/``; see "Concurrency" in :mod:`harness.sweep`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import rundir
+from harness.sweep.spec import Cell, Sweep
+from harness.sweep.store import completed_runs, find_completed, resumable_run
+
+BOOKKEEPING_DIR = "_sweeps"
+
+
+RESULT_PREFIX = "harness-sweep-cell:"
+
+
+@contextlib.contextmanager
+def cell_lock(runs_dir: Path, key: str) -> Iterator[None]:
+    """Hold an exclusive ``fcntl`` lock on this cell of this runs directory."""
+    folder = runs_dir / BOOKKEEPING_DIR / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{key}.lock", "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@dataclass
+class CellOutcome:
+    """What happened to one cell."""
+
+    cell: Cell
+    action: str  # "skipped" (already completed), "ran" (a new run) or "resumed"
+    status: str  # COMPLETED, FAILED, INTERRUPTED, CRASHED (no run record)
+    run_id: str | None = None
+    log: Path | None = None
+    detail: str = ""
+
+
+@dataclass
+class SweepResult:
+    """Outcomes of every cell, in cell order."""
+
+    sweep: Sweep
+    outcomes: list[CellOutcome] = field(default_factory=list)
+
+    def count(self, action: str, status: str | None = None) -> int:
+        return sum(
+            1
+            for o in self.outcomes
+            if o.action == action and (status is None or o.status == status)
+        )
+
+    @property
+    def failed(self) -> list[CellOutcome]:
+        return [o for o in self.outcomes if o.status != "COMPLETED"]
+
+
+class _Children:
+    """Live cell subprocesses, so an interrupt can stop them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: set[subprocess.Popen[bytes]] = set()
+        self.stopping = False
+
+    def stop(self, timeout: float = 20.0) -> None:
+        self.stopping = True
+        with self.lock:
+            procs = list(self.procs)
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(2)  # SIGINT: Sacred records the run as INTERRUPTED
+        for proc in procs:
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+
+def _run_logged(
+    command: list[str], log_path: Path, header: str, children: _Children | None
+) -> tuple[int, str]:
+    """Run ``command`` with output appended to ``log_path``; its exit code and new output."""
+    env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "ab") as log:
+        start = log.tell()  # earlier attempts of this cell are above
+        log.write(f"$ {' '.join(command)}\n# {header}\n".encode())
+        log.flush()
+        try:
+            # Its own session: a terminal's Ctrl-C reaches the sweep, which stops cells once.
+            proc = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as error:
+            log.write(f"cannot start: {error}\n".encode())
+            return -1, f"cannot start: {error}"
+        if children is not None:
+            with children.lock:
+                children.procs.add(proc)
+        try:
+            returncode = proc.wait()
+        finally:
+            if children is not None:
+                with children.lock:
+                    children.procs.discard(proc)
+    with open(log_path, "rb") as stream:
+        stream.seek(start)
+        return returncode, stream.read().decode("utf-8", errors="replace")
+
+
+def _log_path(log_dir: Path, cell: Cell) -> Path:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return log_dir / f"cell-{cell.index:03d}-{cell.key}.log"
+
+
+def run_cell(
+    cell: Cell,
+    runs_dir: Path,
+    log_dir: Path,
+    children: _Children | None = None,
+    python: str = sys.executable,
+) -> CellOutcome:
+    """Run one cell as a new run, in a subprocess, its output appended to a log file."""
+    log_path = _log_path(log_dir, cell)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(cell.config, handle)
+        config_path = Path(handle.name)
+    command = [python, "-m", "harness.sweep", "--cell", str(config_path)]
+    command += ["--runs-dir", str(runs_dir)]
+    try:
+        returncode, output = _run_logged(command, log_path, cell.label, children)
+    finally:
+        config_path.unlink(missing_ok=True)
+    run_id, status = None, "CRASHED"
+    for line in output.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            parts = line[len(RESULT_PREFIX) :].split()
+            if len(parts) >= 2:
+                run_id, status = parts[0], parts[1]
+    if status == "CRASHED" and returncode == 1:
+        status = "FAILED"
+    detail = "" if status == "COMPLETED" else _tail(output)
+    return CellOutcome(cell, "ran", status, run_id, log_path, detail)
+
+
+def resume_cell(
+    cell: Cell,
+    run_dir: Path,
+    log_dir: Path,
+    children: _Children | None = None,
+    python: str = sys.executable,
+) -> CellOutcome | None:
+    """Continue an interrupted run of this cell with ``harness resume``.
+
+    None when ``harness resume`` refuses it (a usage error: a damaged
+    checkpoint, say); the caller then runs the cell afresh.
+    """
+    log_path = _log_path(log_dir, cell)
+    command = [python, "-m", "harness.cli", "resume", str(run_dir), "--no-progress"]
+    returncode, output = _run_logged(command, log_path, f"resume {cell.label}", children)
+    if returncode == 2:
+        return None
+    status = rundir.read_status(run_dir) or "CRASHED"
+    if returncode != 0 and status in ("COMPLETED", "RUNNING"):
+        status = "CRASHED"
+    detail = "" if status == "COMPLETED" else _tail(output)
+    return CellOutcome(cell, "resumed", status, run_dir.name, log_path, detail)
+
+
+def run_sweep(
+    sweep: Sweep,
+    runs_dir: Path,
+    jobs: int = 1,
+    progress: bool = True,
+    echo: Callable[[str], None] | None = None,
+    python: str = sys.executable,
+    resume: bool = True,
+) -> SweepResult:
+    """Run every cell not yet completed in ``runs_dir``; ``jobs`` cells at once.
+
+    With ``resume``, a cell whose last run was INTERRUPTED (or is RUNNING with
+    its process gone) and left a checkpoint continues that run with
+    ``harness resume``; FAILED runs and runs without a checkpoint run afresh.
+    """
+    from tqdm import tqdm
+
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = runs_dir / BOOKKEEPING_DIR / sweep.name / "logs"
+    done = completed_runs(runs_dir)
+    outcomes: dict[int, CellOutcome] = {}
+    todo: list[Cell] = []
+    for cell in sweep.cells:
+        existing = find_completed(cell, done)
+        if existing is not None:
+            outcomes[cell.index] = CellOutcome(cell, "skipped", "COMPLETED", existing)
+        else:
+            todo.append(cell)
+    bar = tqdm(
+        total=len(sweep.cells),
+        initial=len(outcomes),
+        unit="run",
+        dynamic_ncols=True,
+        desc=f"sweep {sweep.name}",
+        disable=not progress,
+        file=sys.stderr,
+    )
+    say = echo or bar.write
+    children = _Children()
+
+    def attempt(cell: Cell) -> CellOutcome:
+        with cell_lock(runs_dir, cell.key):
+            if children.stopping:
+                return CellOutcome(cell, "ran", "INTERRUPTED", detail="sweep interrupted")
+            # Another sweep may have completed this cell while we waited for the lock.
+            again = find_completed(cell, completed_runs(runs_dir))
+            if again is not None:
+                return CellOutcome(cell, "skipped", "COMPLETED", again)
+            interrupted = resumable_run(runs_dir, cell) if resume else None
+            if interrupted is not None:
+                outcome = resume_cell(cell, interrupted, log_dir, children, python)
+                if outcome is not None:
+                    return outcome
+            return run_cell(cell, runs_dir, log_dir, children, python)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="sweep-cell")
+    pending: set[Future[CellOutcome]] = set()
+    try:
+        pending = {pool.submit(attempt, cell) for cell in todo}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                outcome = future.result()
+                outcomes[outcome.cell.index] = outcome
+                if outcome.status != "COMPLETED":
+                    where = f" (run {outcome.run_id})" if outcome.run_id else ""
+                    say(
+                        f"cell {outcome.cell.index} {outcome.cell.label}: {outcome.status}"
+                        f"{where}; log {outcome.log}: {outcome.detail}"
+                    )
+                bar.set_postfix_str(
+                    f"last: {outcome.cell.config['algo']} "
+                    f"seed {outcome.cell.config['seed']} {outcome.status}"
+                )
+                bar.update(1)
+    except KeyboardInterrupt:
+        children.stop()
+        for future in pending:
+            future.cancel()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        bar.close()
+    return SweepResult(sweep, [outcomes[i] for i in sorted(outcomes)])

@@ -1,0 +1,253 @@
+"""The sweep file: its schema, its cells and their completed configs.
+
+The file format is documented in :mod:`harness.sweep`. :func:`load_sweep`
+validates the whole file, building every cell's config with
+:func:`harness.config.build_run_config` as ``harness run`` does, before
+anything runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import schema
+from harness.config import BUDGET_KEYS, ConfigError, read_yaml
+from harness.sweep.identity import algorithm_family, cell_key
+
+SWEEP_KEYS = ("name", "description", "grid", "budget", "backend", "jobs", "set", "overrides")
+
+
+#: Grid axes, from the knob schema; an axis left out takes the knob's built-in default.
+GRID_KEYS = schema.GRID_KEYS
+
+
+GRID_DEFAULTS: dict[str, list[Any]] = {
+    key: [schema.BY_NAME[key].default] for key in GRID_KEYS if key not in ("algo", "env")
+}
+
+
+class SweepError(ValueError):
+    """A bad sweep file; the message is one line naming the file and the value."""
+
+
+@dataclass
+class Cell:
+    """One combination of the grid and its completed, validated run config."""
+
+    index: int
+    config: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.config)
+
+    @property
+    def label(self) -> str:
+        c = self.config
+        family = algorithm_family(c["algo"])
+        uses_k = family is None or schema.BY_NAME["episodes"].applies_to(family)
+        episodes = f" episodes={c['episodes']}" if uses_k else ""
+        return f"{c['algo']} {c['env']} seed={c['seed']}{episodes} workers={c['workers']}"
+
+
+@dataclass
+class Sweep:
+    """A parsed sweep file."""
+
+    name: str
+    path: Path
+    cells: list[Cell]
+    description: str = ""
+    jobs: int = 1
+
+
+def _as_list(value: Any, key: str, path: Path) -> list[Any]:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise SweepError(f"{path}: grid.{key} is empty")
+    for item in values:
+        if isinstance(item, (dict, list)) or item is None:
+            raise SweepError(f"{path}: grid.{key} entries must be scalars, got {item!r}")
+    return values
+
+
+def _string_list(value: Any, where: str, path: Path) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SweepError(f"{path}: {where} must be a list of key=value strings")
+    return list(value)
+
+
+def _check_keys(data: dict[str, Any], known: tuple[str, ...], where: str, path: Path) -> None:
+    for key in data:
+        if key not in known:
+            raise SweepError(f"{path}: unknown key {where}{key!r}; known: {', '.join(known)}")
+
+
+def build_cell_config(
+    *,
+    name: str,
+    algo: str,
+    env: str,
+    seed: int,
+    episodes: int,
+    workers: Any,
+    backend: str | None,
+    budget: dict[str, Any],
+    common: list[str],
+    per_algo: list[str],
+) -> dict[str, Any]:
+    """A cell's completed run config, built by ``build_run_config`` as ``harness run`` does.
+
+    File-wide settings (``backend``, the ``set`` list, the ``episodes`` axis)
+    reach only the cells whose algorithm uses them; ``per_algo`` overrides are
+    the user's word for this algorithm, so a knob it does not use is an error.
+    """
+    from harness.config import build_run_config, param_types, parse_assignment
+
+    family = algorithm_family(algo) or "es"
+    given: dict[str, Any] = {"algo": algo, "env": env, "seed": seed, "workers": workers}
+    sources = dict.fromkeys(given, "sweep grid")
+    if schema.BY_NAME["episodes"].applies_to(family):
+        given["episodes"] = episodes
+        sources["episodes"] = "sweep grid"
+    if backend is not None and schema.BY_NAME["backend"].applies_to(family):
+        given["backend"] = backend
+        sources["backend"] = "sweep file backend"
+    for key in BUDGET_KEYS:
+        if budget.get(key) is not None:
+            given[key] = budget[key]
+            sources[key] = "sweep file budget"
+    from algorithms.registry import UnknownAlgorithmError, get_algorithm
+
+    try:
+        params = param_types(get_algorithm(algo).Config)
+    except UnknownAlgorithmError as error:
+        raise ConfigError(str(error)) from None
+    shared = []
+    for assignment in common:
+        path, _ = parse_assignment(assignment, params)
+        knob = schema.BY_NAME.get(path)
+        if knob is None or knob.applies_to(family):
+            shared.append(assignment)
+    resolved = build_run_config(
+        given, source=sources, overrides=[*shared, *per_algo], override_source="sweep set"
+    )
+    config = resolved.config
+    config["sweep"] = name
+    return config
+
+
+def parse_grid_override(text: str) -> tuple[str, list[Any]]:
+    """``--grid seed=0,1,2`` -> ``("seed", [0, 1, 2])`` (values parsed as YAML scalars)."""
+    from harness.config import parse_value
+
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or key not in GRID_KEYS:
+        raise SweepError(
+            f"--grid expects KEY=V1,V2,... with KEY one of {', '.join(GRID_KEYS)}, got {text!r}"
+        )
+    try:
+        values = [parse_value(part.strip()) for part in raw.split(",") if part.strip()]
+    except ConfigError as error:
+        raise SweepError(f"--grid {text!r}: {error}") from None
+    if not values:
+        raise SweepError(f"--grid {key} needs at least one value")
+    return key, values
+
+
+def load_sweep(
+    path: str | Path,
+    extra_set: list[str] | None = None,
+    grid_override: dict[str, list[Any]] | None = None,
+) -> Sweep:
+    """Parse and validate a sweep file; raise :class:`SweepError` (one line) on bad input.
+
+    ``extra_set`` (``--set``) is appended to the file's ``set`` list and
+    ``grid_override`` (``--grid``) replaces grid axes: a smaller budget or fewer
+    seeds without editing the file. Changed configs are new cells (new runs).
+    """
+    path = Path(path)
+    try:
+        data = read_yaml(path)
+    except ConfigError as error:
+        raise SweepError(str(error)) from None
+    if not isinstance(data, dict):
+        raise SweepError(f"{path}: a sweep file must be a mapping with name and grid")
+    _check_keys(data, SWEEP_KEYS, "", path)
+    name = data.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise SweepError(f"{path}: name must be letters, digits, '_', '.' or '-', got {name!r}")
+    grid = data.get("grid")
+    if not isinstance(grid, dict):
+        raise SweepError(f"{path}: grid must be a mapping of {', '.join(GRID_KEYS)}")
+    _check_keys(grid, GRID_KEYS, "grid.", path)
+    grid = {**grid, **(grid_override or {})}
+    for required in ("algo", "env"):
+        if required not in grid:
+            raise SweepError(f"{path}: grid.{required} is required")
+    axes = {key: _as_list(grid.get(key, GRID_DEFAULTS.get(key)), key, path) for key in GRID_KEYS}
+    for key in ("seed", "episodes", "workers"):
+        for value in axes[key]:
+            if key == "workers" and value == "auto":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise SweepError(f"{path}: grid.{key} entries must be integers, got {value!r}")
+    budget = data.get("budget") or {}
+    if not isinstance(budget, dict):
+        raise SweepError(f"{path}: budget must be a mapping of {', '.join(BUDGET_KEYS)}")
+    _check_keys(budget, BUDGET_KEYS, "budget.", path)
+    backend = data.get("backend")
+    jobs = data.get("jobs", 1)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise SweepError(f"{path}: jobs must be a positive integer, got {jobs!r}")
+    common = _string_list(data.get("set"), "set", path) + list(extra_set or [])
+    overrides = data.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise SweepError(f"{path}: overrides must map algorithm names to key=value lists")
+    per_algo = {str(a): _string_list(v, f"overrides.{a}", path) for a, v in overrides.items()}
+    from algorithms.registry import UnknownAlgorithmError, get_algorithm
+
+    for algo in per_algo:
+        # Overrides of algorithms left out of the grid (--grid algo=...) are unused, not wrong.
+        try:
+            get_algorithm(algo)
+        except UnknownAlgorithmError as error:
+            raise SweepError(f"{path}: overrides.{algo}: {error}") from None
+    description = data.get("description") or ""
+
+    cells: list[Cell] = []
+    # Seeds outermost: a partly finished sweep already holds whole comparisons.
+    for seed, env, episodes, workers, algo in itertools.product(
+        axes["seed"], axes["env"], axes["episodes"], axes["workers"], axes["algo"]
+    ):
+        family = algorithm_family(algo)
+        uses_k = family is None or schema.BY_NAME["episodes"].applies_to(family)
+        if not uses_k and episodes != axes["episodes"][0]:
+            continue  # episodes per fitness means nothing to PPO/A2C: one cell, not one per K
+        try:
+            config = build_cell_config(
+                name=name,
+                algo=str(algo),
+                env=str(env),
+                seed=seed,
+                episodes=episodes,
+                workers=workers,
+                backend=None if backend is None else str(backend),
+                budget=budget,
+                common=common,
+                per_algo=per_algo.get(str(algo), []),
+            )
+        except ConfigError as error:
+            raise SweepError(f"{path}: cell algo={algo} env={env}: {error}") from None
+        cells.append(Cell(len(cells), config))
+    keys = [cell.key for cell in cells]
+    if len(set(keys)) != len(keys):
+        raise SweepError(f"{path}: the grid has duplicate cells (a value listed twice?)")
+    return Sweep(name, path, cells, str(description).strip(), jobs)

@@ -1,0 +1,53 @@
+"""Run-store queries of a sweep: which cells are done, which can be continued.
+
+A sweep sees its runs directory through :mod:`harness.rundir`: the readable
+runs' headers, whether ``metrics.json`` was written to the end, whether a
+RUNNING run's liveness lock is free (its process is gone).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import rundir
+from harness.rundir import RunHeader, metrics_look_complete, scan_runs
+from harness.sweep.identity import cell_identity, same_cell
+from harness.sweep.spec import Cell
+
+#: Statuses of a run a sweep may continue with ``harness resume`` (RUNNING: when dead).
+RESUMABLE = ("INTERRUPTED", "RUNNING")
+
+
+def completed_runs(runs_dir: Path) -> list[RunHeader]:
+    """The COMPLETED runs of ``runs_dir`` whose ``metrics.json`` was written to the end."""
+    return [
+        header
+        for header in scan_runs(runs_dir)
+        if header.status == "COMPLETED" and metrics_look_complete(header.path)
+    ]
+
+
+def find_completed(cell: Cell, done: list[RunHeader]) -> str | None:
+    """Id of a completed run of this cell among ``done``, or None."""
+    identity = cell_identity(cell.config)
+    for header in done:
+        if same_cell(identity, cell_identity(header.config)):
+            return header.run_id
+    return None
+
+
+def resumable_run(runs_dir: Path, cell: Cell) -> Path | None:
+    """The newest INTERRUPTED (or dead RUNNING) run of this cell that has a checkpoint."""
+    identity = cell_identity(cell.config)
+    found: list[tuple[int, Path]] = []
+    for header in scan_runs(runs_dir):
+        if header.status not in RESUMABLE:
+            continue
+        if not same_cell(identity, cell_identity(header.config)):
+            continue
+        if not (header.path / rundir.CHECKPOINT).is_file():
+            continue
+        if header.status == "RUNNING" and not rundir.run_is_dead(header.path):
+            continue
+        found.append((int(header.run_id), header.path))
+    return max(found)[1] if found else None
