@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from envs.policies import PolicySpec
+from evaluation.noise import NoiseSpec
 
 
 @dataclass
@@ -54,7 +55,13 @@ class RunContext:
 
 
 class Algorithm(ABC):
-    """An optimiser of policy parameters that the runner can step, evaluate and checkpoint."""
+    """An optimiser of policy parameters that the runner can step, evaluate and checkpoint.
+
+    Construction: ``cls(context, config)``; an ES (``family == "es"``) also takes the
+    run's :class:`~evaluation.backends.Evaluator`, ``cls(context, config, evaluator)``,
+    which the runner builds first (:func:`harness.runner.create_algorithm`) with the
+    noise table :meth:`noise_spec_for` asks for, and closes if construction fails.
+    """
 
     name: ClassVar[str]
     family: ClassVar[Literal["es", "rl"]]
@@ -87,6 +94,14 @@ class Algorithm(ABC):
 
     #: Whether ``sync=seeds`` (replicated optimizer state on every worker) is supported.
     supports_replicated: ClassVar[bool] = False
+
+    @classmethod
+    def noise_spec_for(cls, context: RunContext, config: Any) -> NoiseSpec | None:
+        """The shared noise table this algorithm's evaluator must hold (None: none).
+
+        Asked before the algorithm exists, so the runner can start the workers with it.
+        """
+        return None
 
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:

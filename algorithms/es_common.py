@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from algorithms.base import StepRecord
-from harness.parallel.protocol import EvalResult, GenerationStats
+from evaluation.protocol import EvalResult, GenerationStats
 
 # Independent streams derived from the run seed: SeedSequence([seed, stream, index]).
 STREAM_INIT = 0

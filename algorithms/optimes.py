@@ -48,9 +48,9 @@ from algorithms.es_common import (
 from algorithms.registry import register
 from envs.obs_norm import RunningStat
 from envs.policies import build_policy
-from harness.parallel.backends import Evaluator, make_evaluator
-from harness.parallel.noise import DEFAULT_NOISE_SIZE, NoiseSpec, NoiseTable
-from harness.parallel.protocol import Broadcast, EvalResult, EvalTask, ReplicaRef
+from evaluation.backends import Evaluator
+from evaluation.noise import DEFAULT_NOISE_SIZE, NoiseSpec, NoiseTable
+from evaluation.protocol import Broadcast, EvalResult, EvalTask, ReplicaRef
 
 SYNC_MODES = ("broadcast", "seeds")
 
@@ -299,9 +299,13 @@ class OptimES(Algorithm):
     Config = OptimESConfig
     config: OptimESConfig
 
-    def __init__(
-        self, context: RunContext, config: OptimESConfig, evaluator: Evaluator | None = None
-    ) -> None:
+    @classmethod
+    def noise_spec_for(cls, context: RunContext, config: OptimESConfig) -> NoiseSpec:
+        """The table of Algorithm 2: ``noise_size`` floats from ``noise_seed`` (else the run's)."""
+        noise_seed = context.seed if config.noise_seed < 0 else config.noise_seed
+        return NoiseSpec(config.noise_size, noise_seed)
+
+    def __init__(self, context: RunContext, config: OptimESConfig, evaluator: Evaluator) -> None:
         super().__init__(context, config)
         config.validate()
         if context.sync not in SYNC_MODES:
@@ -309,18 +313,16 @@ class OptimES(Algorithm):
         self.replicated = context.sync == "seeds"
         #: cumulative seconds per part of the wall-clock (es_common.ES_TIME_PARTS)
         self.time_counters = new_time_counters()
-        noise_seed = context.seed if config.noise_seed < 0 else config.noise_seed
-        self.noise_spec = NoiseSpec(config.noise_size, noise_seed)
-        # The workers first: they start (imports, envs) while the head builds the rest.
-        self.evaluator = evaluator or make_evaluator(
-            context.backend,
-            context.env_name,
-            context.policy_spec,
-            self.noise_spec,
-            context.workers,
-            context.ray_address,
-            context.reward_transform,
-        )
+        self.noise_spec = self.noise_spec_for(context, config)
+        if evaluator.noise_spec != self.noise_spec:
+            # Workers would decode (index, sign) from another table: wrong results, silently.
+            raise ValueError(
+                f"the evaluator holds noise table {evaluator.noise_spec}, optimes needs "
+                f"{self.noise_spec} (build it with noise_spec_for)"
+            )
+        # The runner built the evaluator first: its workers start (imports, envs) while the
+        # head builds the rest.
+        self.evaluator = evaluator
         self.policy = build_policy(context.policy_spec)
         # The head reconstructs perturbations from the table; it borrows the evaluator's
         # copy in this process when there is one rather than drawing 128 MiB again.

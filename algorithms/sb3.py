@@ -333,7 +333,7 @@ class SB3Algorithm(Algorithm):
                 "sb3-contrib's RecurrentPPO, not installed): use --set policy.kind=mlp"
             )
 
-    def __init__(self, context: RunContext, config: Any, evaluator: Any = None) -> None:
+    def __init__(self, context: RunContext, config: Any) -> None:
         super().__init__(context, config)
         config.validate()
         spec = context.policy_spec

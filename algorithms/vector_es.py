@@ -6,7 +6,7 @@ parameter vector, so every candidate crosses the wire as ``d`` float32 values
 they have in common:
 
 * one generation = ask the whole population, evaluate it in parallel through
-  the run's :class:`~harness.parallel.backends.Evaluator` (tasks carry
+  the run's :class:`~evaluation.backends.Evaluator` (tasks carry
   ``vector=``; no noise table), tell the losses;
 * env seeds of every episode are drawn from
   ``stream_rng(seed, STREAM_GENERATION, generation)`` exactly as optimes does:
@@ -51,8 +51,8 @@ from algorithms.es_common import (
     to_loss,
 )
 from envs.policies import build_policy
-from harness.parallel.backends import Evaluator, make_evaluator
-from harness.parallel.protocol import Broadcast, EvalTask
+from evaluation.backends import Evaluator
+from evaluation.protocol import Broadcast, EvalTask
 
 #: Candidates are logged for the UMAP map only while a generation holds at most this many floats.
 POPULATION_LOG_MAX_FLOATS = 200_000
@@ -135,9 +135,7 @@ class VectorES(Algorithm):
 
     family = "es"
 
-    def __init__(
-        self, context: RunContext, config: Any, evaluator: Evaluator | None = None
-    ) -> None:
+    def __init__(self, context: RunContext, config: Any, evaluator: Evaluator) -> None:
         super().__init__(context, config)
         validate = getattr(config, "validate", None)
         if validate is not None:
@@ -151,16 +149,9 @@ class VectorES(Algorithm):
         self.rng = PrivateGlobalRNG(self._library_seed(0))
         with self.rng.active():
             self._create(self.initial.astype(np.float64))
-        # Created last: a failing optimizer setup leaves no worker processes behind.
-        self.evaluator = evaluator or make_evaluator(
-            context.backend,
-            context.env_name,
-            context.policy_spec,
-            None,
-            context.workers,
-            context.ray_address,
-            context.reward_transform,
-        )
+        # Candidates travel as vectors: the evaluator holds no noise table (noise_spec_for).
+        # If the setup above raises, the runner closes the evaluator: no workers are left.
+        self.evaluator = evaluator
 
     # -- what a subclass provides ---------------------------------------------------------
     @abstractmethod

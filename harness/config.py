@@ -402,7 +402,7 @@ class ResolvedConfig:
 
 
 def _check_backend(backend: Any) -> None:
-    from harness.parallel.backends import BACKENDS
+    from evaluation.registry import BACKENDS
 
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

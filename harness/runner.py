@@ -57,6 +57,8 @@ from algorithms.es_common import confirm_seeds, eval_seeds
 from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env, resolve_env_id
+from evaluation.backends import Evaluator, WorkerLostError
+from evaluation.registry import make_evaluator
 from harness import rundir
 from harness.budget import Budget
 from harness.checkpoint import (
@@ -68,8 +70,11 @@ from harness.checkpoint import (
 )
 from harness.config import validate_params
 from harness.cputime import CpuMeter
-from harness.parallel.backends import WorkerLostError
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
+
+#: Packages a remote (Ray cluster) worker needs besides the evaluation layer's own
+#: (``evaluation``, ``envs``): the algorithms, whose replicas travel pickled (sync=seeds).
+WORKER_PY_MODULES = ("algorithms",)
 
 #: Metric names every algorithm logs (DESIGN.md); reports and checks rely on them.
 COMMON_METRICS = (
@@ -220,6 +225,43 @@ def build_policy_spec(config: dict[str, Any]) -> PolicySpec:
         env.close()
 
 
+def build_evaluator(
+    algo_cls: type[Algorithm], context: RunContext, config: Any
+) -> Evaluator | None:
+    """The evaluator of an ES run (None for RL): the context's backend and workers, the
+    noise table the algorithm asks for, the run's reward transform."""
+    if algo_cls.family != "es":
+        return None
+    return make_evaluator(
+        context.backend,
+        context.env_name,
+        context.policy_spec,
+        algo_cls.noise_spec_for(context, config),
+        context.workers,
+        context.ray_address,
+        context.reward_transform,
+        WORKER_PY_MODULES,
+    )
+
+
+def create_algorithm(algo_cls: type[Algorithm], context: RunContext, config: Any) -> Algorithm:
+    """Build the evaluator, then the algorithm around it (``config``: its Config instance).
+
+    The evaluator comes first so its workers start (imports, envs) while the head builds
+    the rest. If the algorithm's constructor raises, the evaluator is closed: a failing
+    setup leaves no worker processes behind.
+    """
+    evaluator = build_evaluator(algo_cls, context, config)
+    if evaluator is None:
+        return algo_cls(context, config)
+    try:
+        # An ES takes its evaluator (Algorithm's docstring); the base class declares two.
+        return algo_cls(context, config, evaluator)  # type: ignore[call-arg]
+    except BaseException:
+        evaluator.close()
+        raise
+
+
 def build_algorithm(config: dict[str, Any]) -> Algorithm:
     """Instantiate the configured algorithm with its workers."""
     algo_cls = get_algorithm(config["algo"])
@@ -237,7 +279,7 @@ def build_algorithm(config: dict[str, Any]) -> Algorithm:
         reward_transform=str(config.get("reward_transform") or "none"),
     )
     params = validate_params(config["params"], algo_cls.Config, f"params of {config['algo']}")
-    return algo_cls(context, params)
+    return create_algorithm(algo_cls, context, params)
 
 
 def process_started_at() -> float:

@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from evaluation.registry import BACKENDS
+
 Family = Literal["es", "rl"]
 Section = Literal["identity", "budget", "run", "policy", "record"]
 
@@ -175,11 +177,13 @@ KNOBS: tuple[Knob, ...] = (
         "backend",
         str,
         "process",
-        "where ES candidates are evaluated: inline (this process), process (a pool on this "
-        "machine) or ray (a Ray instance or cluster)",
+        # Names and one-line docs from the backend table (evaluation.registry).
+        "where ES candidates are evaluated: "
+        + "; ".join(f"{b.name}: {b.doc}" for b in BACKENDS.values()),
         section="identity",
         families=ES,
         flags=("--backend",),
+        metavar="{" + ",".join(BACKENDS) + "}",
     ),
     Knob(
         "ray_address",

@@ -19,9 +19,9 @@ from algorithms.sb3 import A2CConfig, PPOConfig
 from algorithms.vector_es import finite_losses
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env
+from evaluation.backends import Evaluator
+from evaluation.protocol import Broadcast, EvalResult, EvalTask, GenerationStats
 from harness import cli
-from harness.parallel.backends import Evaluator
-from harness.parallel.protocol import Broadcast, EvalResult, EvalTask, GenerationStats
 
 # -- a synthetic task: the return is minus the squared distance to a target -----------------
 

@@ -1,12 +1,13 @@
-"""The import graph of ``harness``, ``algorithms`` and ``envs``, read with ``ast`` (nothing runs).
+"""The import graph of our packages, read with ``ast`` (nothing runs).
 
 Every import statement counts, at module level or inside a function (a lazy
-import is still a dependency), and so does ``importlib.import_module`` with a
-literal name. The checks: nothing imports ``harness.cli`` but the entry
-point itself; no cycle between modules; no cycle between the layers' packages;
-``envs`` imports nothing from ``algorithms`` or ``harness``; the run-directory
+import is still a dependency, and so is one under ``if TYPE_CHECKING``), and so
+does ``importlib.import_module`` with a literal name. The checks: nothing imports
+``harness.cli`` but the entry point itself; no cycle between modules; no cycle
+between the layers' packages; each layer imports only the layers below it
+(``envs`` < ``evaluation`` < ``algorithms`` < ``harness``); the run-directory
 format (``harness.rundir``) and the command helpers (``harness.commands``) are
-leaves that import nothing of the three packages.
+leaves that import nothing of ours.
 """
 
 from __future__ import annotations
@@ -20,22 +21,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("harness", "algorithms", "envs")
-
-#: Module cycles that phase 2 of issue 11 removes (evaluation, today ``harness.parallel``,
-#: becomes a package below ``algorithms``, and the Ray backend stops importing upward).
-#: Each entry is the exact set of modules of one strongly connected component.
-ALLOWED_MODULE_CYCLES: tuple[frozenset[str], ...] = (
-    frozenset({"harness.parallel.backends", "harness.parallel.ray_backend"}),
-)
-#: The same at package level: ``algorithms`` imports the evaluation backends, and the Ray
-#: backend imports ``harness`` and ``algorithms`` back (to ship them to a cluster as
-#: ``py_modules``), while ``harness`` imports both. Phase 2 removes it too.
-ALLOWED_PACKAGE_CYCLES: tuple[frozenset[str], ...] = (
-    frozenset({"algorithms", "harness", "harness.parallel"}),
-)
-#: Packages of the layer graph: a module belongs to the longest that prefixes its name.
-LAYER_PACKAGES = ("envs", "algorithms", "harness.parallel", "harness")
+#: The layers, lowest first: a module may import its own layer and those before it.
+LAYER_PACKAGES = ("envs", "evaluation", "algorithms", "harness")
+PACKAGES = LAYER_PACKAGES
 
 
 @dataclass(frozen=True)
@@ -52,7 +40,7 @@ class Edge:
 
 
 def find_modules() -> dict[str, tuple[Path, bool]]:
-    """Dotted module name -> (file, is a package ``__init__``), for the three packages."""
+    """Dotted module name -> (file, is a package ``__init__``), for every package of ours."""
     found: dict[str, tuple[Path, bool]] = {}
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -213,6 +201,8 @@ def test_the_graph_is_read() -> None:
     assert ("harness.runner", "algorithms.registry") in pairs
     assert ("harness.sweep.store", "harness.rundir") in pairs
     assert ("envs", "envs.registry") in pairs  # from a package's __init__
+    assert ("algorithms.optimes", "evaluation.backends") in pairs
+    assert ("evaluation.registry", "evaluation.backends") in pairs  # under TYPE_CHECKING
     assert len(MODULES) > 50 and len(EDGES) > 100
 
 
@@ -227,9 +217,8 @@ def test_nothing_imports_the_command_line() -> None:
 def test_no_import_cycle_between_modules() -> None:
     nodes = sorted(MODULES)
     components = strongly_connected(nodes, [(e.source, e.target) for e in EDGES])
-    unexpected = [c for c in components if c not in ALLOWED_MODULE_CYCLES]
-    assert not unexpected, "import cycles: " + " || ".join(
-        describe_cycle(c, EDGES) for c in unexpected
+    assert not components, "import cycles: " + " || ".join(
+        describe_cycle(c, EDGES) for c in components
     )
 
 
@@ -242,22 +231,29 @@ def test_no_import_cycle_between_packages() -> None:
         }
     )
     components = strongly_connected(list(LAYER_PACKAGES), pairs)
-    unexpected = [c for c in components if c not in ALLOWED_PACKAGE_CYCLES]
     witnesses: dict[tuple[str, str], str] = {}  # one import per pair of packages
     for e in EDGES:
         pair = (layer_of(e.source), layer_of(e.target))
-        if pair[0] != pair[1] and any(set(pair) <= c for c in unexpected):
+        if pair[0] != pair[1] and any(set(pair) <= c for c in components):
             witnesses.setdefault(pair, str(e))
-    assert not unexpected, f"package cycles {[sorted(c) for c in unexpected]}: " + "; ".join(
+    assert not components, f"package cycles {[sorted(c) for c in components]}: " + "; ".join(
         witnesses.values()
     )
 
 
-def test_envs_import_nothing_above_them() -> None:
-    offenders = [
-        str(e) for e in EDGES if layer_of(e.source) == "envs" and layer_of(e.target) != "envs"
-    ]
-    assert not offenders, "envs must not import algorithms or harness: " + "; ".join(offenders)
+def upward_imports(edges: list[Edge]) -> list[Edge]:
+    """Imports of a higher layer by a lower one (:data:`LAYER_PACKAGES` order)."""
+    rank = {package: i for i, package in enumerate(LAYER_PACKAGES)}
+    return [e for e in edges if rank[layer_of(e.target)] > rank[layer_of(e.source)]]
+
+
+@pytest.mark.parametrize("layer", LAYER_PACKAGES[:-1])
+def test_layers_import_only_below_them(layer: str) -> None:
+    """``envs`` imports none of the others, ``evaluation`` only ``envs``, ``algorithms`` no
+    ``harness``: the runner hands an algorithm its evaluator, nothing reaches up for one."""
+    above = LAYER_PACKAGES[LAYER_PACKAGES.index(layer) + 1 :]
+    offenders = [str(e) for e in upward_imports(EDGES) if layer_of(e.source) == layer]
+    assert not offenders, f"{layer} must not import {', '.join(above)}: " + "; ".join(offenders)
 
 
 @pytest.mark.parametrize("leaf", ["harness.rundir", "harness.commands"])
@@ -265,9 +261,7 @@ def test_leaves_import_nothing_of_ours(leaf: str) -> None:
     """The run-directory format and the command helpers are usable from any layer."""
     assert leaf in MODULES
     offenders = [str(e) for e in EDGES if e.source == leaf]
-    assert not offenders, f"{leaf} must import nothing of harness/algorithms/envs: " + (
-        "; ".join(offenders)
-    )
+    assert not offenders, f"{leaf} must import nothing of ours: " + ("; ".join(offenders))
 
 
 def test_the_checks_can_fail() -> None:
@@ -282,4 +276,6 @@ def test_the_checks_can_fail() -> None:
     assert components == [frozenset({"a", "b", "c"})]
     text = describe_cycle(components[0], edges)
     assert text == "a -> b (a.py:3) | b -> c (b.py:4) | c -> a (c.py:5)"
-    assert components[0] not in ALLOWED_MODULE_CYCLES
+    up = Edge("evaluation.backends", "algorithms.base", ROOT / "evaluation/backends.py", 7)
+    down = Edge("algorithms.base", "evaluation.noise", ROOT / "algorithms/base.py", 9)
+    assert upward_imports([up, down]) == [up]

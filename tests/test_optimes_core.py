@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from algorithms.optimes import Adam, Candidate, OpenAIES, centered_ranks
-from harness.parallel.noise import NoiseSpec, NoiseTable
-from harness.parallel.protocol import Broadcast, EvalTask
+from evaluation.noise import NoiseSpec, NoiseTable
+from evaluation.protocol import Broadcast, EvalTask
 
 
 def test_centered_ranks_match_hand_computed_values() -> None:

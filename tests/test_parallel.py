@@ -5,6 +5,7 @@ Helpers here are shared by ``test_ray.py`` and ``test_replicated.py``.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import time
@@ -18,8 +19,7 @@ from algorithms.base import Algorithm, RunContext, StepRecord
 from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env
-from harness.config import validate_params
-from harness.parallel.backends import (
+from evaluation.backends import (
     InlineEvaluator,
     PoolEvaluator,
     ProcessEvaluator,
@@ -27,9 +27,11 @@ from harness.parallel.backends import (
     chunk_count,
     chunk_size,
 )
-from harness.parallel.noise import NoiseSpec
-from harness.parallel.protocol import Broadcast, EvalTask
-from harness.parallel.worker import encode
+from evaluation.noise import NoiseSpec
+from evaluation.protocol import Broadcast, EvalTask
+from evaluation.worker import encode
+from harness.config import validate_params
+from harness.runner import create_algorithm
 
 ENV = "CartPole"
 #: The ES algorithms: nevergrad and cma are hard dependencies, so none may drop out silently.
@@ -88,7 +90,7 @@ def make_algorithm(
         max_episode_steps=200,
     )
     params = validate_params({**TINY_PARAMS[name], **overrides}, algo_cls.Config, name)
-    return algo_cls(context, params)
+    return create_algorithm(algo_cls, context, params)
 
 
 @dataclass
@@ -217,6 +219,71 @@ def test_inline_bytes_are_the_encoded_message_lengths() -> None:
     assert stats.bytes_to_workers == sent
     assert stats.bytes_from_workers == len(encode(("results", 0, results)))
     assert stats.bytes_to_workers > centre.nbytes  # the centre itself crosses the wire
+
+
+# -- the backend table and who builds the evaluator -------------------------------------------
+def test_backend_table_gives_the_classes_and_the_flag_help() -> None:
+    from evaluation.registry import BACKENDS, UnknownBackendError, get_backend
+    from harness.schema import BY_NAME
+
+    assert list(BACKENDS) == ["inline", "process", "ray"]
+    assert get_backend("inline") is InlineEvaluator and get_backend("process") is ProcessEvaluator
+    knob = BY_NAME["backend"]
+    assert knob.metavar == "{inline,process,ray}" and knob.default in BACKENDS
+    for backend in BACKENDS.values():
+        assert "\n" not in backend.doc and f"{backend.name}: {backend.doc}" in knob.doc
+    with pytest.raises(UnknownBackendError, match="unknown backend 'cluster'; choose one of"):
+        get_backend("cluster")
+
+
+def _fail_in_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make pycma's set-up raise, as a library would on an option it refuses."""
+    from algorithms.cma_es import CMAES
+
+    def refuse(self: Any, x0: np.ndarray) -> None:
+        raise RuntimeError("pycma refused an option")
+
+    monkeypatch.setattr(CMAES, "_create", refuse)
+
+
+@pytest.mark.parametrize(
+    ("name", "sync"),
+    [("optimes", "gossip"), ("cma", "broadcast")],
+)
+def test_failing_algorithm_setup_leaves_no_workers(
+    name: str, sync: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner starts the workers first; if the algorithm's constructor raises, it stops them."""
+    import harness.runner
+
+    started: list[Any] = []  # the worker processes, as the evaluator started them
+    original = harness.runner.make_evaluator
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        evaluator = original(*args, **kwargs)
+        started.extend(worker.process for worker in evaluator.workers)
+        return evaluator
+
+    monkeypatch.setattr(harness.runner, "make_evaluator", recording)
+    if name == "cma":
+        _fail_in_setup(monkeypatch)
+    with pytest.raises((ValueError, RuntimeError), match=r"gossip|pycma refused"):
+        make_algorithm(name, "process", 2, sync)
+    assert len(started) == 2  # the workers did start before the constructor ran
+    assert all(process.exitcode is not None for process in started)
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("es-harness")]
+
+
+def test_optimes_refuses_an_evaluator_with_another_noise_table() -> None:
+    algo_cls = get_algorithm("optimes")
+    context = RunContext(ENV, cartpole_spec(), 3, 1, 1, max_episode_steps=200)
+    params = validate_params(TINY_PARAMS["optimes"], algo_cls.Config, "optimes")
+    other = NoiseSpec(1 << 16, 3)  # the run's seed, not the size optimes asks for
+    with (
+        InlineEvaluator(ENV, context.policy_spec, other) as evaluator,
+        pytest.raises(ValueError, match="noise table"),
+    ):
+        algo_cls(context, params, evaluator)  # type: ignore[call-arg]
 
 
 # -- faults -----------------------------------------------------------------------------------

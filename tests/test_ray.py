@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import ray  # a hard dependency (pyproject): a missing Ray must fail here, not skip the module
 
-from harness.parallel.backends import WorkerLostError
-from harness.parallel.noise import NoiseSpec
-from harness.parallel.protocol import Broadcast, EvalTask
-from harness.parallel.ray_backend import RayEvaluator, quiet_ray_logging
+from evaluation.backends import WorkerLostError
+from evaluation.noise import NoiseSpec
+from evaluation.protocol import Broadcast, EvalTask
+from evaluation.ray_backend import RayEvaluator, quiet_ray_logging
 from tests.conftest import ROOT
 from tests.test_parallel import (
     ENV,
@@ -96,6 +96,34 @@ class TestLocalRay:
             evaluator.close()
 
 
+def test_cluster_jobs_ship_the_packages_the_runner_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ray`` is in the backend table; a cluster job ships, found by name, the packages
+    the runner names plus the evaluation layer's own (the evaluation code imports none)."""
+    import evaluation.ray_backend as ray_backend
+    from evaluation.registry import get_backend, make_evaluator
+    from harness.runner import WORKER_PY_MODULES
+
+    assert get_backend("ray") is RayEvaluator
+    seen: dict[str, Any] = {}
+
+    def no_cluster(**kwargs: Any) -> None:
+        seen.update(kwargs)
+        raise ConnectionError("no cluster here")
+
+    monkeypatch.setattr(ray_backend.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray_backend.ray, "init", no_cluster)
+    monkeypatch.setattr(ray_backend, "probe_address", lambda address: None)
+    monkeypatch.delenv("HARNESS_RAY_PY_MODULES", raising=False)
+    with pytest.raises(WorkerLostError, match=r"cannot connect to the Ray cluster at 10\.0\.0\.1"):
+        make_evaluator(
+            "ray", ENV, cartpole_spec(), None, 1, "10.0.0.1:6379", "none", WORKER_PY_MODULES
+        )
+    shipped = seen["runtime_env"]["py_modules"]
+    assert shipped == [str(ROOT / name) for name in ("algorithms", "evaluation", "envs")]
+    with pytest.raises(ValueError, match="cannot ship 'textwrap'"):
+        ray_backend.package_dir("textwrap")  # a module, not a package
+
+
 def _small_generation(spec: Any) -> tuple[Broadcast, list[EvalTask]]:
     centre = np.zeros(spec.num_params, dtype=np.float32)
     tasks = [EvalTask(i, (i,), 50, noise_index=i, sign=1) for i in range(8)]
@@ -147,10 +175,10 @@ LOST_HEAD = textwrap.dedent(
     """
     import time, numpy as np, ray
     from ray.cluster_utils import Cluster
-    from harness.parallel.backends import WorkerLostError
-    from harness.parallel.noise import NoiseSpec
-    from harness.parallel.protocol import Broadcast, EvalTask
-    from harness.parallel.ray_backend import RayEvaluator, quiet_ray_logging
+    from evaluation.backends import WorkerLostError
+    from evaluation.noise import NoiseSpec
+    from evaluation.protocol import Broadcast, EvalTask
+    from evaluation.ray_backend import RayEvaluator, quiet_ray_logging
     from tests.test_parallel import cartpole_spec
     quiet_ray_logging()
     store = {"object_store_memory": 80 << 20}

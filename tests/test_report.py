@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evaluation.noise import NoiseSpec, NoiseTable
 from harness.cli import build_parser, config_from_args, main
-from harness.parallel.noise import NoiseSpec, NoiseTable
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter, load_runs, read_population
 from harness.report import anchors as anchor_mod
 from harness.report import audit, scaling, settings, stats

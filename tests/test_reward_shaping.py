@@ -131,8 +131,8 @@ def test_es_rollouts_rank_shaped_returns_and_report_the_env_ones() -> None:
 @pytest.mark.parametrize("backend", ["inline", "process"])
 def test_evaluators_carry_the_transform_to_their_workers(backend: str) -> None:
     from algorithms.es_common import fitness_of
-    from harness.parallel.backends import make_evaluator
-    from harness.parallel.protocol import Broadcast, EvalTask
+    from evaluation.protocol import Broadcast, EvalTask
+    from evaluation.registry import make_evaluator
 
     params, spec = _lander_params(1)
     tasks = [EvalTask(task_id=i, env_seeds=(20 + i,), max_steps=None) for i in range(3)]

@@ -1,6 +1,6 @@
 """Share of a worker's time spent outside ``env.step``/``env.reset``.
 
-Runs the real worker path (:class:`~harness.parallel.worker.TaskRunner`:
+Runs the real worker path (:class:`~evaluation.worker.TaskRunner`:
 perturbation rebuilt from the noise table, policy forward, observation
 bookkeeping) on real tasks, with the env's ``step`` and ``reset`` wrapped by a
 timer. Everything not inside those two calls is harness overhead.
@@ -17,10 +17,10 @@ import numpy as np
 
 from envs.policies import policy_spec_for
 from envs.registry import make_env
+from evaluation.noise import NoiseSpec, NoiseTable
+from evaluation.protocol import Broadcast, EvalTask
+from evaluation.worker import TaskRunner
 from harness.bench import emit
-from harness.parallel.noise import NoiseSpec, NoiseTable
-from harness.parallel.protocol import Broadcast, EvalTask
-from harness.parallel.worker import TaskRunner
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,17 +21,18 @@ from typing import Any
 
 import numpy as np
 
+from evaluation.backends import chunk_count
+from evaluation.protocol import Broadcast, EvalTask, ReplicaRef
+from evaluation.registry import BACKENDS
+from evaluation.worker import encode
 from harness.bench import emit
 from harness.config import complete_config
-from harness.parallel.backends import chunk_count
-from harness.parallel.protocol import Broadcast, EvalTask, ReplicaRef
-from harness.parallel.worker import encode
 from harness.runner import build_algorithm
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", default="AntBulletEnv")
-    parser.add_argument("--backend", nargs="+", default=["process"], help="process, ray, inline")
+    parser.add_argument("--backend", nargs="+", default=["process"], help=", ".join(BACKENDS))
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--generations", type=int, default=3, help="timed generations")
     parser.add_argument("--warmup", type=int, default=1, help="untimed generations first")
@@ -170,7 +171,7 @@ def _measure(args: argparse.Namespace, backend: str, workers: int) -> dict[str, 
 def update_cost(population: int, dim: int, repeats: int = 5) -> dict[str, float]:
     """Seconds of one head update (:meth:`OpenAIES.tell`) and of encoding its inputs."""
     from algorithms.optimes import OpenAIES
-    from harness.parallel.noise import NoiseSpec, NoiseTable
+    from evaluation.noise import NoiseSpec, NoiseTable
 
     noise = NoiseTable.create(NoiseSpec(max(dim * 4, 1 << 20), 0))
     es = OpenAIES(np.zeros(dim, np.float32), noise, population, 0.02, 0.01)
@@ -188,7 +189,7 @@ def update_cost(population: int, dim: int, repeats: int = 5) -> dict[str, float]
 def message_bytes(population: int, dim: int, obs_dim: int = 28) -> dict[str, float]:
     """Exact encoded sizes of one generation's messages (per message, per task, per result)."""
     from algorithms.optimes import ReplicaUpdate
-    from harness.parallel.protocol import EvalResult
+    from evaluation.protocol import EvalResult
 
     centre = np.zeros(dim, np.float32)
     obs = np.zeros(obs_dim, np.float32)

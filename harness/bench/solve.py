@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evaluation.registry import BACKENDS
 from harness import rundir
 from harness.bench import emit
 from harness.runner import TIME_PARTS
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", type=float, default=200.0, help="target eval return")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts")
-    parser.add_argument("--backend", default="process")
+    parser.add_argument("--backend", default="process", help=", ".join(BACKENDS))
     parser.add_argument("--timesteps", type=int, default=10_000_000, help="give-up budget")
     parser.add_argument("--runs-dir", type=Path, help="keep the runs here (default: temporary)")
     parser.add_argument("--out", dest="json", type=Path, help="same as --json")

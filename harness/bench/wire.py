@@ -24,6 +24,7 @@ import numpy as np
 from algorithms.registry import algorithm_names
 from envs.policies import policy_spec_for
 from envs.registry import make_env
+from evaluation.registry import BACKENDS
 from harness.bench import emit
 from harness.config import complete_config
 from harness.runner import build_algorithm
@@ -72,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="algorithm names; optimes-seeds is optimes with sync=seeds",
     )
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--backend", default="process")
+    parser.add_argument("--backend", default="process", help=", ".join(BACKENDS))
     parser.add_argument("--generations", type=int, default=3, help="at least 2")
     parser.add_argument("--max-steps", type=int, default=20, help="episode step cap")
     parser.add_argument("--env", default="LunarLanderContinuous")

@@ -59,7 +59,7 @@ def models_from_population(log: PopulationLog, max_points: int = MAX_POINTS) -> 
     )
     noise = None
     if log.uses_noise_table:
-        from harness.parallel.noise import NoiseSpec, NoiseTable
+        from evaluation.noise import NoiseSpec, NoiseTable
 
         noise = NoiseTable.create(NoiseSpec(int(log.noise_size), int(log.noise_seed)))
     try:

@@ -7,12 +7,14 @@
   ``ray.get`` of it is a zero-copy, read-only view of the copy in its own node's
   object store, and Ray transfers an object to a node at most once: one copy per
   node, never one per actor or per task (:meth:`RayEvaluator.noise_placement`).
-* Messages are the same :func:`~harness.parallel.worker.encode` bytes the other
+* Messages are the same :func:`~evaluation.worker.encode` bytes the other
   backends ship, passed to the actor as ``bytes``: the counters are exact payload sizes.
-* Every actor builds a :class:`~harness.parallel.worker.TaskRunner`, which imports
+* Every actor builds a :class:`~evaluation.worker.TaskRunner`, which imports
   ``envs`` (and through :func:`envs.registry.make_env` registers the pybullet envs).
-  On a cluster, ``harness``, ``algorithms`` and ``envs`` travel as ``py_modules``
-  of the job's runtime env unless ``HARNESS_RAY_PY_MODULES=0``.
+  On a cluster, the packages the caller names (``py_modules``; by default
+  ``evaluation`` and ``envs``, the runner adds the algorithms whose replicas travel)
+  are found by name and shipped as ``py_modules`` of the job's runtime env unless
+  ``HARNESS_RAY_PY_MODULES=0``; this module imports none of them.
 * Faults: a dead actor (process killed, node lost) surfaces as ``RayActorError``;
   its chunk is re-run on a fresh actor. An actor that cannot be placed within
   ``start_timeout_s`` (cluster gone, no free CPU) raises :class:`WorkerLostError`
@@ -21,6 +23,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import socket
@@ -28,15 +31,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, RayTaskError
 
 from envs.policies import PolicySpec
-from harness.parallel.backends import PoolEvaluator, PoolWorker, WorkerLostError
-from harness.parallel.noise import NoiseSpec, NoiseTable
-from harness.parallel.worker import CLOSE, TaskRunner
+from evaluation.backends import PoolEvaluator, PoolWorker, WorkerLostError
+from evaluation.noise import NoiseSpec, NoiseTable
+from evaluation.worker import CLOSE, TaskRunner
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,9 @@ OBJECT_STORE_HEADROOM = 64 * 1024 * 1024
 OBJECT_STORE_MIN = 80 * 1024 * 1024
 
 _DEAD = (RayActorError, RaySystemError)
+
+#: What an actor imports by itself: the actor class and the protocol, and the envs.
+WORKER_PY_MODULES = ("evaluation", "envs")
 
 T = TypeVar("T")
 
@@ -106,10 +113,25 @@ def quiet_ray_logging() -> None:
     )
 
 
-def connect(address: str | None, num_cpus: int, object_store_bytes: int) -> bool:
+def package_dir(name: str) -> str:
+    """The folder of the top-level package ``name``, found without importing it."""
+    spec = importlib.util.find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if len(locations) != 1:
+        raise ValueError(f"cannot ship {name!r} to a Ray cluster: not a package in one folder")
+    return str(Path(locations[0]))
+
+
+def connect(
+    address: str | None,
+    num_cpus: int,
+    object_store_bytes: int,
+    py_modules: Sequence[str] = WORKER_PY_MODULES,
+) -> bool:
     """Make sure this process is a Ray driver. Returns True if it started a local instance.
 
     An already initialised Ray (a test fixture, an outer application) is used as is.
+    ``py_modules``: packages (by name) a cluster's workers receive with the job.
     """
     if ray.is_initialized():
         return False
@@ -128,11 +150,8 @@ def connect(address: str | None, num_cpus: int, object_store_bytes: int) -> bool
     probe_address(address)
     runtime_env: dict[str, Any] = {}
     if os.environ.get("HARNESS_RAY_PY_MODULES", "1") != "0":
-        import algorithms
-        import envs
-        import harness
-
-        runtime_env["py_modules"] = [harness, algorithms, envs]
+        names = dict.fromkeys([*py_modules, *WORKER_PY_MODULES])  # ordered, no repeats
+        runtime_env["py_modules"] = [package_dir(name) for name in names]
     try:
         ray.init(address=address, runtime_env=runtime_env or None, **common)
     except (ConnectionError, RuntimeError, TimeoutError) as error:
@@ -230,6 +249,7 @@ class RayEvaluator(PoolEvaluator):
         head_timeout_s: float = 20.0,
         *,
         reward_transform: str = "none",
+        py_modules: Sequence[str] = WORKER_PY_MODULES,
     ):
         super().__init__(
             env_name,
@@ -244,7 +264,10 @@ class RayEvaluator(PoolEvaluator):
         self.poll_s = poll_s
         noise_bytes = noise_spec.size * 4 if noise_spec is not None else 0
         self._owns_ray = connect(
-            ray_address, max(num_workers, os.cpu_count() or 1), noise_bytes + OBJECT_STORE_HEADROOM
+            ray_address,
+            max(num_workers, os.cpu_count() or 1),
+            noise_bytes + OBJECT_STORE_HEADROOM,
+            py_modules,
         )
         self._spec_dict = policy_spec.to_dict()
         self.noise_ref: Any = None
@@ -258,6 +281,29 @@ class RayEvaluator(PoolEvaluator):
         except BaseException:
             self.close()
             raise
+
+    @classmethod
+    def create(
+        cls,
+        env_name: str,
+        policy_spec: PolicySpec,
+        noise_spec: NoiseSpec | None,
+        *,
+        workers: int,
+        ray_address: str | None = None,
+        reward_transform: str = "none",
+        py_modules: Sequence[str] = (),
+    ) -> RayEvaluator:
+        """``workers`` actors on the instance or cluster at ``ray_address`` (or $RAY_ADDRESS)."""
+        return cls(
+            env_name,
+            policy_spec,
+            noise_spec,
+            workers,
+            ray_address,
+            reward_transform=reward_transform,
+            py_modules=py_modules,  # connect() adds WORKER_PY_MODULES
+        )
 
     # -- actors ------------------------------------------------------------------
     def _launch(self, worker_id: int) -> _RayWorker:

@@ -29,8 +29,8 @@ import numpy as np
 
 from envs.policies import PolicySpec
 from envs.rollout import RolloutWorker
-from harness.parallel.noise import NoiseSpec, NoiseTable
-from harness.parallel.protocol import Broadcast, EvalResult, EvalTask, Replica, ReplicaRef
+from evaluation.noise import NoiseSpec, NoiseTable
+from evaluation.protocol import Broadcast, EvalResult, EvalTask, Replica, ReplicaRef
 
 
 def encode(message: Any) -> bytes:

@@ -1,6 +1,9 @@
 """Evaluation backends: ``inline`` (this process), ``process`` (a pool here), ``ray`` (a cluster).
 
-Every backend speaks the same serialised messages (see :mod:`harness.parallel.worker`),
+The names a run chooses from are the table in :mod:`evaluation.registry`; every
+backend class builds itself from a run's settings through :meth:`Evaluator.create`.
+
+Every backend speaks the same serialised messages (see :mod:`evaluation.worker`),
 so the byte counters measure what actually crosses the wire, and every backend
 returns results ordered by task id so that an algorithm never sees which worker ran what.
 
@@ -28,8 +31,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from envs.policies import PolicySpec
-from harness.parallel.noise import NoiseSpec, NoiseTable
-from harness.parallel.protocol import (
+from evaluation.noise import NoiseSpec, NoiseTable
+from evaluation.protocol import (
     Broadcast,
     EvalResult,
     EvalTask,
@@ -37,9 +40,7 @@ from harness.parallel.protocol import (
     Replica,
     ReplicaRef,
 )
-from harness.parallel.worker import CLOSE, TaskRunner, decode, encode, process_worker_main
-
-BACKENDS = ("inline", "process", "ray")
+from evaluation.worker import CLOSE, TaskRunner, decode, encode, process_worker_main
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,25 @@ class Evaluator(ABC):
         #: The training-reward transform each worker's rollouts apply (envs.reward_shaping).
         self.reward_transform = reward_transform
         self._snapshot: Snapshot | None = None
+
+    @classmethod
+    def create(
+        cls,
+        env_name: str,
+        policy_spec: PolicySpec,
+        noise_spec: NoiseSpec | None,
+        *,
+        workers: int,
+        ray_address: str | None = None,
+        reward_transform: str = "none",
+        py_modules: Sequence[str] = (),
+    ) -> Evaluator:
+        """Build this backend from a run's settings; what it has no use for it ignores.
+
+        ``py_modules``: top-level packages a remote worker must import (a cluster backend
+        ships them); the caller names them, so this layer imports nothing above it.
+        """
+        raise NotImplementedError(f"{cls.__name__} cannot be built from a run's settings")
 
     @abstractmethod
     def evaluate(
@@ -131,6 +151,21 @@ class InlineEvaluator(Evaluator):
         self.noise = noise
         self.runner = TaskRunner(env_name, policy_spec, noise, reward_transform=reward_transform)
         self._replica_generation: int | None = None
+
+    @classmethod
+    def create(
+        cls,
+        env_name: str,
+        policy_spec: PolicySpec,
+        noise_spec: NoiseSpec | None,
+        *,
+        workers: int,
+        ray_address: str | None = None,
+        reward_transform: str = "none",
+        py_modules: Sequence[str] = (),
+    ) -> InlineEvaluator:
+        """One runner here, whatever ``workers`` says (results do not depend on it)."""
+        return cls(env_name, policy_spec, noise_spec, reward_transform=reward_transform)
 
     def _send(self, payload: bytes, stats: GenerationStats) -> bytes | None:
         stats.bytes_to_workers += len(payload)
@@ -496,6 +531,21 @@ class ProcessEvaluator(PoolEvaluator):
         if self.noise is not None:
             self.noise.fill()
 
+    @classmethod
+    def create(
+        cls,
+        env_name: str,
+        policy_spec: PolicySpec,
+        noise_spec: NoiseSpec | None,
+        *,
+        workers: int,
+        ray_address: str | None = None,
+        reward_transform: str = "none",
+        py_modules: Sequence[str] = (),
+    ) -> ProcessEvaluator:
+        """``workers`` processes on this machine (they share this checkout: nothing to ship)."""
+        return cls(env_name, policy_spec, noise_spec, workers, reward_transform=reward_transform)
+
     def _start(self, worker_id: int) -> _ProcessWorker:
         head_conn, worker_conn = self._context.Pipe(duplex=True)
         process = self._context.Process(
@@ -582,33 +632,3 @@ class ProcessEvaluator(PoolEvaluator):
         if self.noise is not None:
             self.noise.close()
             self.noise = None
-
-
-def make_evaluator(
-    backend: str,
-    env_name: str,
-    policy_spec: PolicySpec,
-    noise_spec: NoiseSpec | None,
-    num_workers: int,
-    ray_address: str | None = None,
-    reward_transform: str = "none",
-) -> Evaluator:
-    """Build the evaluator a run asked for; its workers train on ``reward_transform``."""
-    if backend == "inline":
-        return InlineEvaluator(env_name, policy_spec, noise_spec, reward_transform=reward_transform)
-    if backend == "process":
-        return ProcessEvaluator(
-            env_name, policy_spec, noise_spec, num_workers, reward_transform=reward_transform
-        )
-    if backend == "ray":
-        from harness.parallel.ray_backend import RayEvaluator
-
-        return RayEvaluator(
-            env_name,
-            policy_spec,
-            noise_spec,
-            num_workers,
-            ray_address,
-            reward_transform=reward_transform,
-        )
-    raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

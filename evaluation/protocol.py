@@ -48,7 +48,7 @@ class Replica(Protocol):
     generation: int
 
     def bind(self, noise: Any) -> None:
-        """Attach the worker's noise table (a :class:`~harness.parallel.noise.NoiseTable`)."""
+        """Attach the worker's noise table (a :class:`~evaluation.noise.NoiseTable`)."""
 
     def apply(self, update: Any) -> None:
         """Apply one generation's update; afterwards ``generation`` is the update's generation."""

@@ -1,0 +1,105 @@
+"""Evaluation backends by name: the table ``--backend`` offers and its help is made from.
+
+Each entry names a backend, says in one line what it is, and where its class
+lives; the class is imported only when a run builds it (``ray`` imports Ray, which
+takes seconds and hundreds of MB). This module imports nothing heavy, so
+``harness --help`` can list the backends.
+
+Add a backend: an :class:`~evaluation.backends.Evaluator` subclass with a
+:meth:`~evaluation.backends.Evaluator.create` classmethod, and one line in
+:data:`BACKENDS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from envs.policies import PolicySpec
+    from evaluation.backends import Evaluator
+    from evaluation.noise import NoiseSpec
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend: its name, a one-line doc, and its class as ``module:Class``."""
+
+    name: str
+    #: one line, shown by ``harness run --help``
+    doc: str
+    #: where the class lives: ``package.module:ClassName`` (imported on :meth:`load`)
+    target: str
+
+    def load(self) -> type[Evaluator]:
+        """The backend's class (imports its module)."""
+        module, _, name = self.target.partition(":")
+        cls: type[Evaluator] = getattr(importlib.import_module(module), name)
+        return cls
+
+
+BACKENDS: dict[str, Backend] = {
+    backend.name: backend
+    for backend in (
+        Backend(
+            "inline",
+            "this process, one task after another (tests, debugging)",
+            "evaluation.backends:InlineEvaluator",
+        ),
+        Backend(
+            "process",
+            "a pool of processes on this machine, the noise table once in shared memory",
+            "evaluation.backends:ProcessEvaluator",
+        ),
+        Backend(
+            "ray",
+            "Ray actors on a local instance or a cluster (--ray-address), the noise table "
+            "once per node",
+            "evaluation.ray_backend:RayEvaluator",
+        ),
+    )
+}
+
+
+class UnknownBackendError(ValueError):
+    """The backend name is not in :data:`BACKENDS`; the message lists the known ones."""
+
+
+def backend_names() -> list[str]:
+    """The backend names, in table order."""
+    return list(BACKENDS)
+
+
+def get_backend(name: str) -> type[Evaluator]:
+    """The class of backend ``name``, or :class:`UnknownBackendError`."""
+    if name not in BACKENDS:
+        raise UnknownBackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    return BACKENDS[name].load()
+
+
+def make_evaluator(
+    backend: str,
+    env_name: str,
+    policy_spec: PolicySpec,
+    noise_spec: NoiseSpec | None,
+    num_workers: int,
+    ray_address: str | None = None,
+    reward_transform: str = "none",
+    py_modules: Sequence[str] = (),
+) -> Evaluator:
+    """Build the evaluator a run asked for; its workers train on ``reward_transform``.
+
+    ``py_modules``: top-level packages (by name) whose classes travel to remote workers
+    (an algorithm's replica in replicated mode); a cluster backend ships them.
+    """
+    return get_backend(backend).create(
+        env_name,
+        policy_spec,
+        noise_spec,
+        workers=num_workers,
+        ray_address=ray_address,
+        reward_transform=reward_transform,
+        py_modules=py_modules,
+    )
