@@ -729,3 +729,21 @@ def test_vectorised_probability_of_improvement_equals_rliables() -> None:
         x = rng.integers(0, 4, size=(n, 2)).astype(float)  # ties included
         y = rng.integers(0, 4, size=(m, 2)).astype(float)
         assert stats.poi_statistic(x, y) == pytest.approx(metrics.probability_of_improvement(x, y))
+
+
+def test_bootstrap_intervals_are_the_same_on_every_call_and_leave_numpy_alone() -> None:
+    """rliable resamples with numpy's global RNG; the report must still be deterministic."""
+    from harness.report import stats
+
+    scores = np.array([1.0, 5.0, 3.0, 8.0, 2.0]).reshape(-1, 1)
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    first = stats._bootstrap(scores, stats._mean, 500, seed=0)[1]
+    np.random.seed(999)  # a caller's own use of the global RNG must not leak in
+    second = stats._bootstrap(scores, stats._mean, 500, seed=0)[1]
+    np.testing.assert_array_equal(first, second)
+    other = stats._bootstrap(scores, stats._mean, 500, seed=1)[1]
+    assert not np.array_equal(first, other)
+    np.random.seed(123)
+    stats._bootstrap(scores, stats._mean, 50, seed=0)
+    np.testing.assert_array_equal(np.random.get_state()[1], before)

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness.records import RunTable, flatten_config, load_runs, read_population
@@ -245,6 +246,68 @@ class ReportBuilder:
                     tables.improvement_table(poi),
                 )
             )
+        return section
+
+    def thresholds(self) -> Section | None:
+        """Samples and wall-clock to the env's solved threshold: the sample-efficiency figure."""
+        rows = []
+        steps = self.steps
+        if "eval_return_mean" not in steps or "timesteps" not in steps:
+            return None
+        evals = steps[steps["eval_return_mean"].notna() & steps["timesteps"].notna()]
+        if "wall_time_s" not in evals:
+            evals = evals.assign(wall_time_s=math.nan)
+        evals = evals.sort_values(["run", "timesteps"])
+        by_run = {run: frame for run, frame in evals.groupby("run", sort=False)}
+        for env in sorted(self.runs["env"].astype(str).unique()):
+            marks = [
+                a
+                for a in anchor_mod.anchors_for(self.anchors, self.runs, env)
+                if a.kind == "threshold"
+            ]
+            if not marks:
+                continue
+            level = marks[0].value
+            env_runs = self.runs[self.runs["env"] == env]
+            for group, members in env_runs.groupby(d.GROUP, sort=True):
+                steps_to, seconds_to = [], []
+                for run in members["run"]:
+                    frame = by_run.get(run)
+                    if frame is None:
+                        continue
+                    hit = frame[frame["eval_return_mean"] >= level]
+                    if len(hit):
+                        steps_to.append(float(hit["timesteps"].iloc[0]))
+                        seconds_to.append(float(hit["wall_time_s"].iloc[0]))
+                rows.append(
+                    {
+                        "env": env,
+                        "group": str(group),
+                        "threshold": _short(level),
+                        "reached": f"{len(steps_to)} of {len(members)}",
+                        "timesteps to threshold (median)": (
+                            _short(float(np.median(steps_to))) if steps_to else "not reached"
+                        ),
+                        "per run": ", ".join(_short(v) for v in sorted(steps_to)) or "—",
+                        "wall-clock s (median)": (
+                            f"{np.nanmedian(seconds_to):.1f}"
+                            if seconds_to and not np.isnan(seconds_to).all()
+                            else "—"
+                        ),
+                    }
+                )
+        if not rows:
+            return None
+        section = Section("Samples to the solved threshold")
+        section.paragraphs.append(
+            "Sample efficiency read as the training timesteps (and wall-clock) at a run's first "
+            "evaluation at or above the env's solved threshold (from the anchors file), not "
+            "as the samples consumed in a fixed time. The median is over the runs that "
+            "reached it; runs that did not are counted in `reached`, so compare medians only "
+            "together with it. One evaluation crossing is not a confirmed solve (that needs "
+            "the mean over 100 consecutive episodes; see `confirm_episodes`)."
+        )
+        section.tables.append((d.caption(self.runs), pd.DataFrame(rows)))
         return section
 
     def scores_end(self) -> Section:
@@ -629,6 +692,7 @@ def _build_report(
         builder.settings_section(),
         builder.budgets(),
         builder.scores_common(),
+        builder.thresholds(),
         builder.scores_end(),
         builder.curves("timesteps", "eval_vs_timesteps.png", "Evaluation return against timesteps"),
         builder.curves(

@@ -80,7 +80,15 @@ def _number(value: Any) -> str:
 
 
 def policy_text(config: dict[str, Any], sb3_policy: Any = None) -> str:
-    """``linear``, ``mlp 64-64 relu, 5 action levels``, ``lstm 16``; SB3's net_arch when known."""
+    """``linear``, ``mlp 64-64 relu, 5 action levels``, ``lstm 16``; SB3's net_arch when known.
+
+    PPO/A2C train SB3's own network (``net_arch``), not the harness policy named in
+    ``policy.kind``, so for them only the SB3 network is shown.
+    """
+    if sb3_policy and str(config.get("algo")) in RL_ALGOS:
+        activation = (config.get("params") or {}).get("activation")
+        suffix = f" {activation}" if activation else ""
+        return f"SB3 MLP {sb3_policy}{suffix} (actor and critic)"
     policy = config.get("policy") or {}
     kind = str(policy.get("kind", "?"))
     parts = [kind]
@@ -91,10 +99,7 @@ def policy_text(config: dict[str, Any], sb3_policy: Any = None) -> str:
             parts[0] += f" {policy['activation']}"
     if policy.get("discretize"):
         parts.append(f"{policy['discretize']} action levels")
-    text = ", ".join(parts)
-    if sb3_policy and str(config.get("algo")) in RL_ALGOS:
-        text += f" (SB3 net_arch {sb3_policy}: actor and critic)"
-    return text
+    return ", ".join(parts)
 
 
 def budget_text(config: dict[str, Any]) -> str:

@@ -69,15 +69,23 @@ def _bootstrap(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Point estimate and (2, ...) interval of ``func`` by rliable's stratified bootstrap."""
     library, _ = quiet_rliable()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        points, intervals = library.get_interval_estimates(
-            {"x": data},
-            func,
-            reps=reps,
-            confidence_interval_size=CONFIDENCE,
-            random_state=np.random.RandomState(seed),
-        )
+    # rliable's StratifiedBootstrap.update_indices draws from numpy's global RNG
+    # (np.random.choice) whatever random_state says, so the same report would get
+    # different intervals on every call: seed the global RNG here and restore it after.
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            points, intervals = library.get_interval_estimates(
+                {"x": data},
+                func,
+                reps=reps,
+                confidence_interval_size=CONFIDENCE,
+                random_state=np.random.RandomState(seed),
+            )
+    finally:
+        np.random.set_state(saved)
     return np.asarray(points["x"], dtype=float), np.asarray(intervals["x"], dtype=float)
 
 
