@@ -244,17 +244,26 @@ def eval_curve_figure(
             if handle not in handles:
                 own.append(handle)
                 names.append(name)
-        if not handles:
-            ax.legend(own, names, fontsize=8, loc="best")
-        else:
-            # curves and published figures in one legend outside the axes: two inside overlap
-            ax.legend(
-                [*own, *handles],
-                [*names, *(h.get_label() for h in handles)],
-                fontsize=7.5,
-                loc="upper left",
-                bbox_to_anchor=(1.01, 1.0),
-            )
+        # Curves and published figures in one legend outside the axes: inside, a long
+        # list of groups covers the curves it names.
+        ax.legend(
+            [*own, *handles],
+            [*names, *(h.get_label() for h in handles)],
+            fontsize=7.5,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+        )
+    if len(axes) > 1:
+        # Widen the figure by each panel's legend (about 0.055 in per character at 7.5 pt)
+        # and keep that much space before the next panel, so no legend covers a curve.
+        longest = max(
+            (len(t.get_text()) for a in axes for t in a.get_legend().get_texts()), default=0
+        )
+        legend_in = 0.06 * longest + 0.6
+        cols = min(len(axes), MAX_COLUMNS)
+        panel_in = fig.get_size_inches()[0] / cols
+        fig.set_size_inches(cols * (panel_in + legend_in), fig.get_size_inches()[1])
+        fig.subplots_adjust(wspace=(legend_in + 1.2) / panel_in)
     what = "timesteps" if x == "timesteps" else "wall-clock"
     note = (
         f"lines: IQM (n >= {MIN_RUNS_IQM}) or mean (n = {MIN_RUNS_INTERVAL}) over runs where all "
