@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from algorithms.registry import get_algorithm
 from evaluation.registry import BACKENDS
 from harness import rundir
 from harness.bench import emit
@@ -67,8 +68,6 @@ def _command(args: argparse.Namespace, seed: int, workers: int, runs_dir: Path) 
         str(seed),
         "--workers",
         str(workers),
-        "--backend",
-        args.backend,
         "--timesteps",
         str(args.timesteps),
         "--target-return",
@@ -77,6 +76,9 @@ def _command(args: argparse.Namespace, seed: int, workers: int, runs_dir: Path) 
         str(runs_dir),
         "--no-progress",
     ]
+    if get_algorithm(args.algo).family == "es":
+        # PPO/A2C have no evaluation backend: `harness run` refuses the flag for them.
+        command += ["--backend", args.backend]
     for assignment in args.overrides:
         command += ["--set", assignment]
     return command
