@@ -209,6 +209,20 @@ def sigint_ignored() -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
 
 
+def make_head_interruptible() -> None:
+    """Give the head Python's KeyboardInterrupt handler if it inherited SIGINT as ignored.
+
+    A head started by a background job of a shell (``nohup harness sweep ... &``) inherits
+    SIGINT ignored, and Python then installs no handler: the sweep's SIGINT to a cell it
+    stops, and ``check-repro``'s self-interrupt, would be lost and the run would go on.
+    Only the head is changed; workers still start with SIGINT ignored (:func:`sigint_ignored`).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def build_policy_spec(config: dict[str, Any]) -> PolicySpec:
     """The policy the config describes, sized for its env's spaces."""
     env = make_env(config["env"])
@@ -557,6 +571,7 @@ class Trainer:
     # -- the loop -------------------------------------------------------------
     def train(self) -> dict[str, Any]:
         """Step until the budget is used; return a summary."""
+        make_head_interruptible()
         p = self.progress
         interval = int(self.config["eval_every_timesteps"])
         checkpoint_every = int(self.config["checkpoint_every"])
