@@ -362,3 +362,26 @@ def test_damaged_files_are_refused_with_one_line(tmp_path: Path) -> None:
 
     missing = harness_cli("resume", str(tmp_path / "nope"), check=False)
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_a_head_that_inherited_sigint_ignored_still_stops_on_sigint(tmp_path: Path) -> None:
+    """A background job (``nohup harness sweep ... &``) starts with SIGINT ignored; the head
+    must still stop on the sweep's SIGINT and write its checkpoint."""
+    runs = tmp_path / "runs"
+    env = {**os.environ, "HARNESS_PROGRESS": "0", INTERRUPT_ENV: "3"}
+    command = [sys.executable, "-m", "harness.cli", "run", "--algo", "optimes"]
+    command += ["--env", "CartPole", "--generations", "50", "--backend", "inline"]
+    command += ["--runs-dir", str(runs)]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert done.returncode == 130, done.stderr
+    run = read_run(only_run_dir(runs))
+    assert run["run"]["status"] == "INTERRUPTED"
+    assert run["metrics"]["timesteps"]["steps"][-1] == 3
