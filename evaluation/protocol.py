@@ -95,7 +95,8 @@ class EvalResult:
 
     ``returns`` are always the env's own rewards (what evaluation reports);
     ``training_returns`` are the transformed ones when the run has a reward transform,
-    else None (nothing extra on the wire).
+    else None. Optional fields left at None are not pickled (their class default
+    stands in on the other side), so a result pays wire bytes only for what it carries.
     """
 
     task_id: int
@@ -110,6 +111,9 @@ class EvalResult:
     duration_s: float = 0.0
     failed: str | None = None
     training_returns: np.ndarray | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {key: value for key, value in self.__dict__.items() if value is not None}
 
     @property
     def fitness_returns(self) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import signal
 import time
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from evaluation.backends import (
     chunk_size,
 )
 from evaluation.noise import NoiseSpec
-from evaluation.protocol import Broadcast, EvalTask
+from evaluation.protocol import Broadcast, EvalResult, EvalTask
 from evaluation.worker import encode
 from harness.config import validate_params
 from harness.runner import create_algorithm
@@ -375,3 +376,16 @@ def test_idle_shares_split_the_call() -> None:
         assert stats.worker_start_s >= 0 and stats.straggler_s > 0
         assert stats.worker_start_s + stats.straggler_s <= wall
     assert calls[1][1].worker_start_s == 0  # only a worker's first reply includes its start
+
+
+def test_a_result_pays_wire_bytes_only_for_the_fields_it_carries() -> None:
+    plain = EvalResult(
+        task_id=3, generation=1, returns=np.ones(2), lengths=np.ones(2, dtype=np.int64), steps=2
+    )
+    shaped = EvalResult(**{**plain.__dict__, "training_returns": np.zeros(2)})
+    plain_back, shaped_back = pickle.loads(pickle.dumps(plain)), pickle.loads(pickle.dumps(shaped))
+    assert "training_returns" not in pickle.dumps(plain).decode("latin-1")
+    assert plain_back.training_returns is None and plain_back.failed is None
+    np.testing.assert_array_equal(plain_back.fitness_returns, plain.returns)
+    np.testing.assert_array_equal(shaped_back.fitness_returns, np.zeros(2))
+    assert len(pickle.dumps(plain)) < len(pickle.dumps(shaped))
