@@ -27,6 +27,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -58,6 +59,28 @@ def _target_message(target: Target) -> bytes:
     return encode(("broadcast", target))
 
 
+@dataclass(frozen=True)
+class EvaluatorSettings:
+    """What a run asks of its evaluator; every backend's :meth:`Evaluator.create` takes it
+    and ignores what it has no use for."""
+
+    #: env id or short name each worker builds
+    env_name: str
+    #: the policy the parameter vectors fill
+    policy_spec: PolicySpec
+    #: the shared noise table (None: candidates travel as vectors)
+    noise_spec: NoiseSpec | None
+    #: evaluation processes or actors
+    workers: int = 1
+    #: Ray cluster address (the ray backend only)
+    ray_address: str | None = None
+    #: training-reward transform the workers' rollouts apply (envs.reward_shaping)
+    reward_transform: str = "none"
+    #: top-level packages a remote worker must import (a cluster backend ships them); the
+    #: caller names them, so this layer imports nothing above it
+    py_modules: tuple[str, ...] = ()
+
+
 class Evaluator(ABC):
     """Evaluates a generation's tasks; results come back ordered by task id."""
 
@@ -82,22 +105,8 @@ class Evaluator(ABC):
         self._snapshot: Snapshot | None = None
 
     @classmethod
-    def create(
-        cls,
-        env_name: str,
-        policy_spec: PolicySpec,
-        noise_spec: NoiseSpec | None,
-        *,
-        workers: int,
-        ray_address: str | None = None,
-        reward_transform: str = "none",
-        py_modules: Sequence[str] = (),
-    ) -> Evaluator:
-        """Build this backend from a run's settings; what it has no use for it ignores.
-
-        ``py_modules``: top-level packages a remote worker must import (a cluster backend
-        ships them); the caller names them, so this layer imports nothing above it.
-        """
+    def create(cls, settings: EvaluatorSettings) -> Evaluator:
+        """Build this backend from a run's settings."""
         raise NotImplementedError(f"{cls.__name__} cannot be built from a run's settings")
 
     @abstractmethod
@@ -153,19 +162,14 @@ class InlineEvaluator(Evaluator):
         self._replica_generation: int | None = None
 
     @classmethod
-    def create(
-        cls,
-        env_name: str,
-        policy_spec: PolicySpec,
-        noise_spec: NoiseSpec | None,
-        *,
-        workers: int,
-        ray_address: str | None = None,
-        reward_transform: str = "none",
-        py_modules: Sequence[str] = (),
-    ) -> InlineEvaluator:
+    def create(cls, settings: EvaluatorSettings) -> InlineEvaluator:
         """One runner here, whatever ``workers`` says (results do not depend on it)."""
-        return cls(env_name, policy_spec, noise_spec, reward_transform=reward_transform)
+        return cls(
+            settings.env_name,
+            settings.policy_spec,
+            settings.noise_spec,
+            reward_transform=settings.reward_transform,
+        )
 
     def _send(self, payload: bytes, stats: GenerationStats) -> bytes | None:
         stats.bytes_to_workers += len(payload)
@@ -532,19 +536,15 @@ class ProcessEvaluator(PoolEvaluator):
             self.noise.fill()
 
     @classmethod
-    def create(
-        cls,
-        env_name: str,
-        policy_spec: PolicySpec,
-        noise_spec: NoiseSpec | None,
-        *,
-        workers: int,
-        ray_address: str | None = None,
-        reward_transform: str = "none",
-        py_modules: Sequence[str] = (),
-    ) -> ProcessEvaluator:
+    def create(cls, settings: EvaluatorSettings) -> ProcessEvaluator:
         """``workers`` processes on this machine (they share this checkout: nothing to ship)."""
-        return cls(env_name, policy_spec, noise_spec, workers, reward_transform=reward_transform)
+        return cls(
+            settings.env_name,
+            settings.policy_spec,
+            settings.noise_spec,
+            settings.workers,
+            reward_transform=settings.reward_transform,
+        )
 
     def _start(self, worker_id: int) -> _ProcessWorker:
         head_conn, worker_conn = self._context.Pipe(duplex=True)

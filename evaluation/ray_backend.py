@@ -38,7 +38,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, RayTaskError
 
 from envs.policies import PolicySpec
-from evaluation.backends import PoolEvaluator, PoolWorker, WorkerLostError
+from evaluation.backends import EvaluatorSettings, PoolEvaluator, PoolWorker, WorkerLostError
 from evaluation.noise import NoiseSpec, NoiseTable
 from evaluation.worker import CLOSE, TaskRunner
 
@@ -283,26 +283,16 @@ class RayEvaluator(PoolEvaluator):
             raise
 
     @classmethod
-    def create(
-        cls,
-        env_name: str,
-        policy_spec: PolicySpec,
-        noise_spec: NoiseSpec | None,
-        *,
-        workers: int,
-        ray_address: str | None = None,
-        reward_transform: str = "none",
-        py_modules: Sequence[str] = (),
-    ) -> RayEvaluator:
+    def create(cls, settings: EvaluatorSettings) -> RayEvaluator:
         """``workers`` actors on the instance or cluster at ``ray_address`` (or $RAY_ADDRESS)."""
         return cls(
-            env_name,
-            policy_spec,
-            noise_spec,
-            workers,
-            ray_address,
-            reward_transform=reward_transform,
-            py_modules=py_modules,  # connect() adds WORKER_PY_MODULES
+            settings.env_name,
+            settings.policy_spec,
+            settings.noise_spec,
+            settings.workers,
+            settings.ray_address,
+            reward_transform=settings.reward_transform,
+            py_modules=settings.py_modules,  # connect() adds WORKER_PY_MODULES
         )
 
     # -- actors ------------------------------------------------------------------

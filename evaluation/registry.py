@@ -13,14 +13,11 @@ Add a backend: an :class:`~evaluation.backends.Evaluator` subclass with a
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from envs.policies import PolicySpec
-    from evaluation.backends import Evaluator
-    from evaluation.noise import NoiseSpec
+    from evaluation.backends import Evaluator, EvaluatorSettings
 
 
 @dataclass(frozen=True)
@@ -79,27 +76,6 @@ def get_backend(name: str) -> type[Evaluator]:
     return BACKENDS[name].load()
 
 
-def make_evaluator(
-    backend: str,
-    env_name: str,
-    policy_spec: PolicySpec,
-    noise_spec: NoiseSpec | None,
-    num_workers: int,
-    ray_address: str | None = None,
-    reward_transform: str = "none",
-    py_modules: Sequence[str] = (),
-) -> Evaluator:
-    """Build the evaluator a run asked for; its workers train on ``reward_transform``.
-
-    ``py_modules``: top-level packages (by name) whose classes travel to remote workers
-    (an algorithm's replica in replicated mode); a cluster backend ships them.
-    """
-    return get_backend(backend).create(
-        env_name,
-        policy_spec,
-        noise_spec,
-        workers=num_workers,
-        ray_address=ray_address,
-        reward_transform=reward_transform,
-        py_modules=py_modules,
-    )
+def make_evaluator(backend: str, settings: EvaluatorSettings) -> Evaluator:
+    """Build the evaluator a run asked for (backend ``backend``) from its settings."""
+    return get_backend(backend).create(settings)

@@ -57,7 +57,7 @@ from algorithms.es_common import confirm_seeds, eval_seeds
 from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env, resolve_env_id
-from evaluation.backends import Evaluator, WorkerLostError
+from evaluation.backends import Evaluator, EvaluatorSettings, WorkerLostError
 from evaluation.registry import make_evaluator
 from harness import rundir
 from harness.budget import Budget
@@ -246,16 +246,16 @@ def build_evaluator(
     noise table the algorithm asks for, the run's reward transform."""
     if algo_cls.family != "es":
         return None
-    return make_evaluator(
-        context.backend,
-        context.env_name,
-        context.policy_spec,
-        algo_cls.noise_spec_for(context, config),
-        context.workers,
-        context.ray_address,
-        context.reward_transform,
-        WORKER_PY_MODULES,
+    settings = EvaluatorSettings(
+        env_name=context.env_name,
+        policy_spec=context.policy_spec,
+        noise_spec=algo_cls.noise_spec_for(context, config),
+        workers=context.workers,
+        ray_address=context.ray_address,
+        reward_transform=context.reward_transform,
+        py_modules=WORKER_PY_MODULES,
     )
+    return make_evaluator(context.backend, settings)
 
 
 def create_algorithm(algo_cls: type[Algorithm], context: RunContext, config: Any) -> Algorithm:

@@ -100,6 +100,7 @@ def test_cluster_jobs_ship_the_packages_the_runner_names(monkeypatch: pytest.Mon
     """``ray`` is in the backend table; a cluster job ships, found by name, the packages
     the runner names plus the evaluation layer's own (the evaluation code imports none)."""
     import evaluation.ray_backend as ray_backend
+    from evaluation.backends import EvaluatorSettings
     from evaluation.registry import get_backend, make_evaluator
     from harness.runner import WORKER_PY_MODULES
 
@@ -116,7 +117,10 @@ def test_cluster_jobs_ship_the_packages_the_runner_names(monkeypatch: pytest.Mon
     monkeypatch.delenv("HARNESS_RAY_PY_MODULES", raising=False)
     with pytest.raises(WorkerLostError, match=r"cannot connect to the Ray cluster at 10\.0\.0\.1"):
         make_evaluator(
-            "ray", ENV, cartpole_spec(), None, 1, "10.0.0.1:6379", "none", WORKER_PY_MODULES
+            "ray",
+            EvaluatorSettings(
+                ENV, cartpole_spec(), None, 1, "10.0.0.1:6379", py_modules=WORKER_PY_MODULES
+            ),
         )
     shipped = seen["runtime_env"]["py_modules"]
     assert shipped == [str(ROOT / name) for name in ("algorithms", "evaluation", "envs")]

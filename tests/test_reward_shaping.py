@@ -131,6 +131,7 @@ def test_es_rollouts_rank_shaped_returns_and_report_the_env_ones() -> None:
 @pytest.mark.parametrize("backend", ["inline", "process"])
 def test_evaluators_carry_the_transform_to_their_workers(backend: str) -> None:
     from algorithms.es_common import fitness_of
+    from evaluation.backends import EvaluatorSettings
     from evaluation.protocol import Broadcast, EvalTask
     from evaluation.registry import make_evaluator
 
@@ -139,7 +140,8 @@ def test_evaluators_carry_the_transform_to_their_workers(backend: str) -> None:
     broadcast = Broadcast(0, params, 0.0, None, None)
     fitness = {}
     for transform in ("none", "shift:1"):
-        with make_evaluator(backend, "LunarLanderContinuous", spec, None, 2, None, transform) as ev:  # type: ignore[arg-type]
+        settings = EvaluatorSettings("LunarLanderContinuous", spec, None, 2, None, transform)
+        with make_evaluator(backend, settings) as ev:
             results, _ = ev.evaluate(broadcast, tasks)
         lengths = np.array([r.lengths.sum() for r in results], dtype=np.float64)
         fitness[transform] = (
