@@ -30,6 +30,8 @@ from harness.report.stats import MIN_RUNS_INTERVAL, MIN_RUNS_IQM, curve_band, gr
 
 AXIS_LABELS = {"timesteps": "env timesteps (training)", "wall_time_s": "wall-clock seconds"}
 MAX_COLUMNS = 3
+#: Characters per legend line; longer group labels wrap.
+LEGEND_WRAP = 56
 #: Distinct hues for algorithms (colorblind's orange and vermillion are too alike).
 PALETTE = "tab10"
 
@@ -246,23 +248,32 @@ def eval_curve_figure(
                 names.append(name)
         # Curves and published figures in one legend outside the axes: inside, a long
         # list of groups covers the curves it names.
+        # A group label lists every setting that tells it apart, so it can run to a
+        # hundred characters: wrapped, it widens the figure less and leaves the axes room.
+        labels = [*names, *(h.get_label() for h in handles)]
         ax.legend(
             [*own, *handles],
-            [*names, *(h.get_label() for h in handles)],
+            [textwrap.fill(label, LEGEND_WRAP, break_on_hyphens=False) for label in labels],
             fontsize=7.5,
             loc="upper left",
             bbox_to_anchor=(1.01, 1.0),
         )
+    # Widen the figure by each panel's legend (about 0.055 in per character at 7.5 pt)
+    # and keep that much space before the next panel, so no legend covers a curve.
+    longest = max(
+        (
+            len(line)
+            for a in axes
+            for t in a.get_legend().get_texts()
+            for line in t.get_text().splitlines()
+        ),
+        default=0,
+    )
+    legend_in = 0.06 * longest + 0.6
+    cols = min(len(axes), MAX_COLUMNS)
+    panel_in = fig.get_size_inches()[0] / cols
+    fig.set_size_inches(cols * (panel_in + legend_in), fig.get_size_inches()[1])
     if len(axes) > 1:
-        # Widen the figure by each panel's legend (about 0.055 in per character at 7.5 pt)
-        # and keep that much space before the next panel, so no legend covers a curve.
-        longest = max(
-            (len(t.get_text()) for a in axes for t in a.get_legend().get_texts()), default=0
-        )
-        legend_in = 0.06 * longest + 0.6
-        cols = min(len(axes), MAX_COLUMNS)
-        panel_in = fig.get_size_inches()[0] / cols
-        fig.set_size_inches(cols * (panel_in + legend_in), fig.get_size_inches()[1])
         fig.subplots_adjust(wspace=(legend_in + 1.2) / panel_in)
     what = "timesteps" if x == "timesteps" else "wall-clock"
     note = (
