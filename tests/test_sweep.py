@@ -17,7 +17,12 @@ from harness.sweep import SweepError, cell_key, load_sweep, run_sweep
 from tests.conftest import ROOT
 
 EXPERIMENTS = ROOT / "experiments"
-SHIPPED = ("demo", "goodai_lander", "goodai_ant", "goodai_pendulum", "scaling", "es_vs_ppo_lander")
+#: Every sweep file shipped: all of experiments/ but the defaults and the published anchors.
+SHIPPED = sorted(
+    path.stem
+    for path in EXPERIMENTS.glob("*.yaml")
+    if path.name not in ("defaults.yaml", "anchors.yaml")
+)
 
 
 def write_sweep(
