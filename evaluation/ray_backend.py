@@ -314,7 +314,8 @@ class RayEvaluator(PoolEvaluator):
             done, not_ready = ray.wait(
                 not_ready,
                 num_returns=len(not_ready),
-                timeout=min(self.poll_s, deadline - time.monotonic()),
+                # the head check above may have used up the rest: ray refuses a negative wait
+                timeout=max(0.0, min(self.poll_s, deadline - time.monotonic())),
             )
             ready += done
         for ref in ready:
