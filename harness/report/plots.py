@@ -436,7 +436,13 @@ def final_score_figure(runs: pd.DataFrame, score: str, what: str) -> Figure | No
     apply_style()
     envs = list(dict.fromkeys(finals["env"]))
     most = int(finals.groupby("env")[GROUP].nunique().max())
-    fig, axes = _grid(len(envs), width=5.4, height=0.55 * most + 1.8)
+    # Group names label the rows; a long one wraps, and the figure makes room for it.
+    wrapped = {g: textwrap.fill(str(g), LEGEND_WRAP) for g in finals[GROUP].unique()}
+    lines = max(text.count("\n") + 1 for text in wrapped.values())
+    longest = max(len(line) for text in wrapped.values() for line in text.splitlines())
+    fig, axes = _grid(len(envs), width=5.4, height=(0.3 + 0.2 * lines) * most + 1.8)
+    cols = min(len(envs), MAX_COLUMNS)
+    fig.set_size_inches(fig.get_figwidth() + cols * 0.065 * longest, fig.get_figheight())
     for ax, env in zip(axes, envs, strict=True):
         data = finals[finals["env"] == env]
         order = sorted(data[GROUP].unique())
@@ -484,6 +490,7 @@ def final_score_figure(runs: pd.DataFrame, score: str, what: str) -> Figure | No
                 label=None if name in labelled else name,
             )
             labelled.add(name)
+        ax.set_yticks(range(len(order)), [wrapped[g] for g in order], fontsize=8)
         ax.set_ylabel("")
         ax.set_xlabel(what)
         ax.set_title(str(env), fontsize=11)
