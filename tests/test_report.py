@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shlex
 import shutil
@@ -17,6 +18,7 @@ import pandas as pd
 import pytest
 
 from evaluation.noise import NoiseSpec, NoiseTable
+from harness import rundir
 from harness.cli import build_parser, config_from_args, main
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter, load_runs, read_population
 from harness.report import anchors as anchor_mod
@@ -305,6 +307,29 @@ def test_the_stated_command_draws_the_report_again(sweep_runs: Path, tmp_path: P
     assert stated is not None
     words = shlex.split(stated.group(1))
     assert words[:2] == ["harness", "report"] and words[2:] == [*args, "--all-statuses"]
+
+
+def test_a_run_whose_process_died_is_named_as_such(sweep_runs: Path, tmp_path: Path) -> None:
+    """A run left RUNNING by a killed head is listed as resumable, a live one as RUNNING."""
+    runs = tmp_path / "runs"
+    completed, dead, live = (runs / name for name in ("1", "2", "3"))
+    for target in (completed, dead, live):
+        shutil.copytree(_run_dirs(sweep_runs)[0], target)
+    for target in (dead, live):
+        record = json.loads((target / rundir.RUN).read_text())
+        (target / rundir.RUN).write_text(json.dumps({**record, "status": "RUNNING"}))
+        (target / rundir.LOCK).touch()
+    holder = rundir.lock_run_dir(live)  # this process plays the live head
+    assert holder is not None
+    try:
+        out = tmp_path / "report"
+        assert main(["report", str(runs), "--out", str(out), "--map-runs", "0"]) == 0
+    finally:
+        os.close(holder)
+    listing = re.search(r"2 run\(s\) not completed[^\n]*", (out / "report.md").read_text())
+    assert listing is not None
+    assert "runs/2 (RUNNING in its record, but no process runs it" in listing.group(0)
+    assert "runs/3 (RUNNING)" in listing.group(0)
 
 
 def test_unequal_budgets_warn_at_the_top(sweep_runs: Path, short_run: Path, tmp_path: Path) -> None:

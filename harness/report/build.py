@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness import rundir
 from harness.records import RunTable, flatten_config, load_runs, read_population
 from harness.report import anchors as anchor_mod
 from harness.report import audit, plots, scaling, settings, stats, tables
@@ -569,7 +570,10 @@ class ReportBuilder:
             section.paragraphs.append(
                 f"{len(excluded)} run(s) not completed, left out of every figure and table: "
                 + ", ".join(
-                    f"{r} ({s})" for r, s in zip(excluded["run"], excluded["status"], strict=True)
+                    f"{r} ({_status_text(s, d)})"
+                    for r, s, d in zip(
+                        excluded["run"], excluded["status"], excluded["run_dir"], strict=True
+                    )
                 )
                 + "."
             )
@@ -631,6 +635,13 @@ def _one_blas_thread() -> Iterator[None]:
         return
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+def _status_text(status: str, run_dir: str) -> str:
+    """A run's recorded status, and whether a RUNNING one still has a process behind it."""
+    if status == "RUNNING" and rundir.run_is_dead(Path(run_dir)):
+        return "RUNNING in its record, but no process runs it: `harness resume` continues it"
+    return status
 
 
 def _report_command(
