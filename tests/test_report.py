@@ -332,6 +332,18 @@ def test_a_run_whose_process_died_is_named_as_such(sweep_runs: Path, tmp_path: P
     assert "runs/3 (RUNNING)" in listing.group(0)
 
 
+def test_the_same_runs_draw_the_same_score_figure(sweep_runs: Path, tmp_path: Path) -> None:
+    """Seaborn jitters strip-plot points with numpy's global RNG: seeded, the figure repeats."""
+    figures = []
+    for name in ("first", "second"):
+        np.random.seed(int.from_bytes(name.encode()[:4], "little"))  # callers' states differ
+        assert (
+            main(["report", str(sweep_runs), "--out", str(tmp_path / name), "--map-runs", "0"]) == 0
+        )
+        figures.append((tmp_path / name / "scores_common_budget.png").read_bytes())
+    assert figures[0] == figures[1]
+
+
 def test_unequal_budgets_warn_at_the_top(sweep_runs: Path, short_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "mixed"
     assert (

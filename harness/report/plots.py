@@ -26,7 +26,13 @@ from matplotlib.figure import Figure
 from harness.report.anchors import Anchor, anchors_for, draw_anchors
 from harness.report.anchors import caption_text as anchor_caption
 from harness.report.data import GROUP, caption, eval_curves, eval_points
-from harness.report.stats import MIN_RUNS_INTERVAL, MIN_RUNS_IQM, curve_band, group_stats
+from harness.report.stats import (
+    MIN_RUNS_INTERVAL,
+    MIN_RUNS_IQM,
+    curve_band,
+    global_numpy_seed,
+    group_stats,
+)
 
 AXIS_LABELS = {"timesteps": "env timesteps (training)", "wall_time_s": "wall-clock seconds"}
 MAX_COLUMNS = 3
@@ -446,17 +452,18 @@ def final_score_figure(runs: pd.DataFrame, score: str, what: str) -> Figure | No
     for ax, env in zip(axes, envs, strict=True):
         data = finals[finals["env"] == env]
         order = sorted(data[GROUP].unique())
-        sns.stripplot(
-            data=data,
-            y=GROUP,
-            x=score,
-            order=order,
-            ax=ax,
-            color="0.55",
-            size=5,
-            alpha=0.75,
-            jitter=0.15,
-        )
+        with global_numpy_seed(0):  # seaborn jitters the points with numpy's global RNG
+            sns.stripplot(
+                data=data,
+                y=GROUP,
+                x=score,
+                order=order,
+                ax=ax,
+                color="0.55",
+                size=5,
+                alpha=0.75,
+                jitter=0.15,
+            )
         labelled: set[str] = set()
         for i, group in enumerate(order):
             values = data.loc[data[GROUP] == group, score].to_numpy(float)

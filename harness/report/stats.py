@@ -23,9 +23,10 @@ Scores compared are each run's evaluation return at the env's *common budget*
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -61,6 +62,21 @@ def quiet_rliable() -> tuple[Any, Any]:
     return library, metrics
 
 
+@contextlib.contextmanager
+def global_numpy_seed(seed: int) -> Iterator[None]:
+    """Seed numpy's global RNG for the block and give the caller's state back after.
+
+    For libraries that draw from it whatever they are passed (rliable's bootstrap,
+    seaborn's strip-plot jitter), so a report is the same on every call.
+    """
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(saved)
+
+
 def _bootstrap(
     data: np.ndarray | tuple[np.ndarray, np.ndarray],
     func: Callable[..., Any],
@@ -72,20 +88,15 @@ def _bootstrap(
     # rliable's StratifiedBootstrap.update_indices draws from numpy's global RNG
     # (np.random.choice) whatever random_state says, so the same report would get
     # different intervals on every call: seed the global RNG here and restore it after.
-    saved = np.random.get_state()
-    np.random.seed(seed)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            points, intervals = library.get_interval_estimates(
-                {"x": data},
-                func,
-                reps=reps,
-                confidence_interval_size=CONFIDENCE,
-                random_state=np.random.RandomState(seed),
-            )
-    finally:
-        np.random.set_state(saved)
+    with global_numpy_seed(seed), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        points, intervals = library.get_interval_estimates(
+            {"x": data},
+            func,
+            reps=reps,
+            confidence_interval_size=CONFIDENCE,
+            random_state=np.random.RandomState(seed),
+        )
     return np.asarray(points["x"], dtype=float), np.asarray(intervals["x"], dtype=float)
 
 
