@@ -768,6 +768,11 @@ def test_scaling_against_the_fewest_workers() -> None:
     np.testing.assert_allclose(frame["speedup"], [1.0, 1.0, 1.5, 1.7])
     np.testing.assert_allclose(frame["efficiency"], [1.0, 1.0, 0.75, 0.85])
     assert scaling.scaling_frame(runs[runs["workers"] == 2]).empty
+    # W differing together with another setting is two configurations, not a speed-up
+    same = runs.assign(**{GROUP: ["x w=2", "x w=2", "x w=4", "x w=4"]})
+    np.testing.assert_allclose(scaling.scaling_frame(same)["speedup"], [1.0, 1.0, 1.5, 1.7])
+    other = runs.assign(**{GROUP: ["x w=2", "x w=2", "x w=4 [p=8]", "x w=4 [p=8]"]})
+    assert scaling.scaling_frame(other).empty
 
 
 def test_vectorised_probability_of_improvement_equals_rliables() -> None:

@@ -26,7 +26,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from harness.report.data import BREAKDOWN_PREFIX, caption
+from harness.report.data import BREAKDOWN_PREFIX, GROUP, caption
 from harness.report.plots import PALETTE, apply_style, finish
 from harness.report.tables import fmt
 
@@ -54,16 +54,21 @@ def scaling_frame(runs: pd.DataFrame) -> pd.DataFrame:
     Speed-up = throughput / mean throughput at the fewest workers ``w0`` of the series;
     efficiency = speed-up x ``w0`` / W. Adds ``series`` (a label) and ``baseline_workers``.
     """
-    keys = [k for k in SERIES_KEYS if k in runs]
-    frames = []
     usable = runs[runs["steps_per_s"].notna() & (runs["steps_per_s"] > 0)]
+    keys = [k for k in SERIES_KEYS if k in runs]
+    if GROUP in usable:
+        # A speed-up compares one configuration at several worker counts: runs whose
+        # groups differ in anything but W (policy, population, reward ...) are not a series.
+        usable = usable.assign(_configuration=usable[GROUP].str.replace(r" w=\d+", "", regex=True))
+        keys.append("_configuration")
+    frames = []
     series_count = usable.groupby(keys, sort=False).ngroups
     for key, group in usable.groupby(keys, sort=False):
         if group["workers"].nunique() < 2:
             continue
         w0 = int(group["workers"].min())
         base = float(group.loc[group["workers"] == w0, "steps_per_s"].mean())
-        frame = group.copy()
+        frame = group.drop(columns="_configuration", errors="ignore")
         env, algo, k = key[0], key[1], int(key[2])
         label = f"{algo} k={k}"
         if usable["env"].nunique() > 1:
