@@ -38,6 +38,8 @@ AXIS_LABELS = {"timesteps": "env timesteps (training)", "wall_time_s": "wall-clo
 MAX_COLUMNS = 3
 #: Characters per legend line; longer group labels wrap.
 LEGEND_WRAP = 56
+#: Characters per line of a group name under a bar.
+TICK_WRAP = 28
 #: Distinct hues for algorithms (colorblind's orange and vermillion are too alike).
 PALETTE = "tab10"
 
@@ -404,7 +406,12 @@ def bytes_figure(long: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
         return None
     apply_style()
     envs = list(dict.fromkeys(long["env"]))
-    fig, axes = _grid(len(envs), width=5.6)
+    # Group names label the bars; a long one wraps, and the panels grow to hold it.
+    wrapped = {g: textwrap.fill(str(g), TICK_WRAP) for g in long[GROUP].unique()}
+    lines = max(text.count("\n") + 1 for text in wrapped.values())
+    most = int(long.groupby("env")[GROUP].nunique().max())
+    width = 5.6 if lines == 1 else max(5.6, 0.075 * TICK_WRAP * most + 1.0)
+    fig, axes = _grid(len(envs), width=width, height=3.9 + 0.15 * (lines - 1))
     for ax, env in zip(axes, envs, strict=True):
         data = long[(long["env"] == env) & (long["bytes"] > 0)]
         if data.empty:
@@ -425,7 +432,8 @@ def bytes_figure(long: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
         params = data["n_params"].dropna()
         dim = f", {int(params.iloc[0])} parameters" if len(params) else ""
         ax.set_title(f"{env}{dim}", fontsize=11)
-        ax.tick_params(axis="x", rotation=20)
+        ax.set_xticks(ax.get_xticks(), [wrapped[t.get_text()] for t in ax.get_xticklabels()])
+        ax.tick_params(axis="x", rotation=20 if lines == 1 else 0)
         legend = ax.get_legend()
         if legend is not None:
             legend.set_title(None)
