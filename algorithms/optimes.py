@@ -268,6 +268,9 @@ class OptimESConfig:
     obs_fraction: float = doc("fraction of rollouts whose observations update the stats", 0.01)
     action_noise_std: float = doc("Gaussian noise added to continuous actions in training", 0.0)
     episode_cap: str = doc("'env' (the env's own limit) or 'adaptive' (2x mean length)", "env")
+    train_episode_steps: int = doc(
+        "cap on training episodes in steps, 0 for none (evaluation keeps the env's limit)", 0
+    )
     sigma_decay: float = doc("sigma multiplied by this every generation", 1.0)
     sigma_min: float = doc("floor for the sigma schedule", 0.0)
     lr_decay: float = doc("learning rate multiplied by this every generation", 1.0)
@@ -285,6 +288,10 @@ class OptimESConfig:
             raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
         if self.episode_cap not in ("env", "adaptive"):
             raise ValueError(f"episode_cap must be env or adaptive, got {self.episode_cap!r}")
+        if self.train_episode_steps < 0:
+            raise ValueError(
+                f"train_episode_steps must be >= 0 (0: no cap), got {self.train_episode_steps}"
+            )
         if not 0.0 <= self.obs_fraction <= 1.0:
             raise ValueError(f"obs_fraction must be in [0, 1], got {self.obs_fraction}")
 
@@ -349,9 +356,15 @@ class OptimES(Algorithm):
         obs_dim = context.policy_spec.obs_dim
         self.obs_stat = RunningStat((obs_dim,))
         self.generation = 0
-        self.episode_cap: int | None = context.max_episode_steps
+        self.episode_cap: int | None = self._training_limit()
         if self.replicated:
             self.evaluator.attach_replica(self._replica)
+
+    def _training_limit(self) -> int | None:
+        """The longest training episode: the run's limit, lowered by ``train_episode_steps``."""
+        limits = [self.context.max_episode_steps, self.config.train_episode_steps or None]
+        known = [limit for limit in limits if limit is not None]
+        return min(known) if known else None
 
     def _replica(self) -> OptimESReplica:
         """The head's state as a replica (shares its arrays; pickling copies them)."""
@@ -417,7 +430,7 @@ class OptimES(Algorithm):
         lengths = np.concatenate(finished) if finished else np.zeros(1, dtype=np.int64)
         if self.config.episode_cap == "adaptive" and lengths.size:
             cap = max(int(2 * lengths.mean()), 1)
-            limit = self.context.max_episode_steps
+            limit = self._training_limit()
             self.episode_cap = cap if limit is None else min(cap, limit)
         self.generation += 1
         self._apply_schedules()

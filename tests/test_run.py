@@ -119,3 +119,22 @@ def test_sacred_command_line_with_named_config(tmp_path: Path) -> None:
     assert record["run"]["status"] == "COMPLETED"
     assert record["config"]["policy"]["kind"] == "linear"
     assert record["config"]["params"]["population"] == 4
+
+
+def test_train_episode_steps_caps_training_but_not_evaluation(runs_dir: Path) -> None:
+    record = _run(
+        runs_dir,
+        "--backend",
+        "inline",
+        "--set",
+        "train_episode_steps=20",
+        "--set",
+        "eval_every_timesteps=5000",
+        timesteps=30000,
+    )
+    assert record["config"]["params"]["train_episode_steps"] == 20
+    lengths = record["metrics"]["episode_length_mean"]["values"]
+    assert max(lengths) <= 20, lengths
+    # CartPole's return is its length: evaluation runs past the training cap
+    evals = record["metrics"]["eval_return_mean"]["values"]
+    assert max(evals) > 20, evals
