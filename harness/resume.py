@@ -106,7 +106,22 @@ def _resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> dict[st
         raise UsageError(f"stored config of {config.get('algo')}: {error}") from None
 
 
+def _with_current_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's config with knobs added since it was written at their defaults.
+
+    config.json goes through the same filling, so a run recorded before a knob existed
+    resumes (a new knob's default keeps the old behaviour) while an edited value is caught.
+    """
+    try:
+        return build_run_config(
+            dict(saved), source=dict.fromkeys(saved, rundir.CONFIG), refuse="never"
+        ).config
+    except ConfigError:
+        return saved
+
+
 def _check_matches_checkpoint(config: dict[str, Any], saved: dict[str, Any], path: Path) -> None:
+    saved = _with_current_defaults(saved)
     for key in sorted(set(config) | set(saved)):
         if key in MUTABLE_KEYS:
             continue

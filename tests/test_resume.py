@@ -29,6 +29,7 @@ from harness.checkpoint import (
     CheckpointError,
     load_checkpoint,
     remove_stale_temporaries,
+    save_checkpoint,
 )
 from harness.repro import diff_metrics
 from tests.conftest import ROOT, harness_cli, only_run_dir, read_run
@@ -293,7 +294,6 @@ def test_vector_es_resumed_through_the_cli_equals_an_uninterrupted_run(
 WRITER = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from harness.checkpoint import save_checkpoint
     path = Path(sys.argv[1])
     i = 0
     while True:
@@ -385,3 +385,32 @@ def test_a_head_that_inherited_sigint_ignored_still_stops_on_sigint(tmp_path: Pa
     run = read_run(only_run_dir(runs))
     assert run["run"]["status"] == "INTERRUPTED"
     assert run["metrics"]["timesteps"]["steps"][-1] == 3
+
+
+def test_a_run_recorded_before_a_knob_existed_resumes(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    harness_cli(
+        "run", *CARTPOLE, "--generations", "12", "--backend", "inline", "--runs-dir", str(runs)
+    )
+    run_dir = only_run_dir(runs)
+    # An older harness wrote neither config.json nor the checkpoint with this knob.
+    config_path = run_dir / "config.json"
+    config = json.loads(config_path.read_text())
+    del config["params"]["train_episode_steps"]
+    config_path.write_text(json.dumps(config))
+    checkpoint = run_dir / "checkpoint.pkl"
+    state = load_checkpoint(checkpoint)
+    del state["config"]["params"]["train_episode_steps"]
+    save_checkpoint(checkpoint, state)
+
+    harness_cli("resume", str(run_dir), "--generations", str(GENERATIONS))
+    _assert_same(reference, read_run(run_dir)["metrics"])
+
+    # a value that differs from the checkpoint is still refused
+    config = json.loads(config_path.read_text())
+    config["params"]["sigma"] = 0.5
+    config_path.write_text(json.dumps(config))
+    edited = harness_cli("resume", str(run_dir), "--generations", "40", check=False)
+    assert edited.returncode == 2 and "was the record edited?" in edited.stderr
