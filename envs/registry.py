@@ -54,10 +54,12 @@ class EnvEntry:
     notes: str
     #: applied to the gymnasium env (a variant of a registered task, e.g. partially observed)
     wrapper: Wrapper | None = None
+    #: keyword arguments of ``gym.make`` (a variant the task itself offers)
+    make_kwargs: tuple[tuple[str, Any], ...] = ()
 
     def make(self, render_mode: str | None = None) -> gym.Env[Any, Any]:
         """Build this environment (the gymnasium id, quietly, then the wrapper if any)."""
-        env = _make_id(self.gym_id, render_mode)
+        env = _make_id(self.gym_id, render_mode, dict(self.make_kwargs))
         return env if self.wrapper is None else self.wrapper(env)
 
 
@@ -86,6 +88,13 @@ ENVS: tuple[EnvEntry, ...] = (
         "Ant",
         "Ant-v5",
         "MuJoCo quadruped locomotion; obs 105, 8 continuous actions, 1000 steps",
+    ),
+    EnvEntry(
+        "AntNoContact",
+        "Ant-v5",
+        "MuJoCo Ant-v5 without its 78 contact-force observations (Ant-v4's default); "
+        "obs 27, 8 continuous actions, 1000 steps",
+        make_kwargs=(("include_cfrc_ext_in_observation", False),),
     ),
     EnvEntry(
         "Humanoid",
@@ -260,7 +269,7 @@ def make_env(name: str, *, render_mode: str | None = None) -> gym.Env[Any, Any]:
     on demand and built with their ``argv[0]=`` chatter suppressed: pybullet prints it when the
     physics client connects, which happens on the first ``reset``, so a first (unseeded) reset
     is done here, silenced. Callers reset with their own seed before use. Short names with a
-    wrapper (``PendulumPO``) get it applied.
+    wrapper (``PendulumPO``) or ``gym.make`` arguments (``AntNoContact``) get them applied.
     """
     alias = _alias_key(name)
     if alias is not None:
@@ -268,12 +277,15 @@ def make_env(name: str, *, render_mode: str | None = None) -> gym.Env[Any, Any]:
     return _make_id(resolve_env_id(name), render_mode)
 
 
-def _make_id(env_id: str, render_mode: str | None) -> gym.Env[Any, Any]:
+def _make_id(
+    env_id: str, render_mode: str | None, make_kwargs: dict[str, Any] | None = None
+) -> gym.Env[Any, Any]:
     """``gym.make(env_id)``; Bullet ids registered first and built quietly (see make_env)."""
+    kwargs = make_kwargs or {}
     if _needs_pybullet(env_id):
         register_pybullet_envs()
         with quiet_output():
-            env = gym.make(env_id, render_mode=render_mode)
+            env = gym.make(env_id, render_mode=render_mode, **kwargs)
             env.reset()
         return env
-    return gym.make(env_id, render_mode=render_mode)
+    return gym.make(env_id, render_mode=render_mode, **kwargs)

@@ -162,3 +162,17 @@ def test_every_registered_env_builds_resets_and_steps(entry: EnvEntry) -> None:
     finally:
         env.close()
         twin.close()
+
+
+def test_ant_no_contact_is_ant_v5_without_the_contact_forces() -> None:
+    full, proprio = make_env("Ant"), make_env("AntNoContact")
+    try:
+        assert full.observation_space.shape == (105,)
+        assert proprio.observation_space.shape == (27,)
+        assert proprio.spec is not None and proprio.spec.id == "Ant-v5"
+        first, _ = full.reset(seed=3)
+        second, _ = proprio.reset(seed=3)
+        np.testing.assert_array_equal(first[:27], second)  # the same body state
+    finally:
+        full.close()
+        proprio.close()
