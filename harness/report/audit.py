@@ -11,7 +11,12 @@ host's core count. Warnings (shown at the top of a report):
 * the groups of one env asked for different budgets;
 * a run used more than 10% beyond its requested timesteps or time limit (an ES
   generation finishes before the budget is checked, so a large population on a
-  small budget overruns).
+  small budget overruns);
+* an ES run whose population scored alike in most generations (fitness max - min
+  within :data:`FLAT_RELATIVE` of the mean's size) and whose evaluations never rose
+  above the first: the ranks carried no signal, so the run stayed where it started
+  whatever its budget (a discretised policy whose
+  perturbations do not change one action, or an env that ends every episode alike).
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from harness.report.data import GROUP, budget_text
 from harness.report.tables import fmt
 
 TOLERANCE = 0.10
+#: a generation is flat when its fitness range is below this fraction of max(1, |mean|)
+FLAT_RELATIVE = 0.01
+#: a run is named when at least this fraction of its generations were flat
+FLAT_SHARE = 0.5
 
 
 def _spread(values: pd.Series) -> float:
@@ -148,3 +157,36 @@ def _overruns(env: Any, env_runs: pd.DataFrame) -> list[str]:
                 f"{unit})."
             )
     return out
+
+
+def flat_fitness_warnings(steps: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """Runs whose population fitness was flat in most generations (ES only)."""
+    needed = {"fitness_min", "fitness_max", "fitness_mean", "run"}
+    if not needed <= set(steps.columns):
+        return []
+    warnings = []
+    groups = runs.set_index("run")[GROUP] if GROUP in runs else pd.Series(dtype=str)
+    for run, frame in steps.groupby("run", sort=True):
+        frame = frame.dropna(subset=["fitness_min", "fitness_max", "fitness_mean"])
+        if frame.empty or str(frame["algo"].iloc[0]) in ("ppo", "a2c"):
+            continue
+        spread = frame["fitness_max"] - frame["fitness_min"]
+        scale = frame["fitness_mean"].abs().clip(lower=1.0)
+        flat = spread <= FLAT_RELATIVE * scale
+        evals = steps.loc[steps["run"] == run, "eval_return_mean"].dropna()
+        moved = len(evals) > 1 and float(evals.max() - evals.iloc[0]) > FLAT_RELATIVE * max(
+            1.0, abs(float(evals.iloc[0]))
+        )
+        if flat.mean() < FLAT_SHARE or moved:  # a population that all solves it is flat too
+            continue
+        env = frame["env"].iloc[0]
+        group = groups.get(run, "")
+        mean = _short(float(frame["fitness_mean"].mean()))
+        warnings.append(
+            f"**{env}**: run {run} ({group}) scored its whole population alike "
+            f"(fitness max - min within {FLAT_RELATIVE:.0%} of the mean) in {int(flat.sum())} "
+            f"of its {len(frame)} generations (mean fitness {mean}): "
+            "the ranks carried no signal, so it says nothing about what the algorithm can learn "
+            "from this start; another seed, a larger sigma or an undiscretised policy may."
+        )
+    return warnings

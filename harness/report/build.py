@@ -745,7 +745,7 @@ def _build_report(
         title_line(title or _default_title(runs), runs),
         intro,
         [s for s in sections if s is not None],
-        warnings=audit.budget_warnings(runs),
+        warnings=audit.budget_warnings(runs) + audit.flat_fitness_warnings(selected.steps, runs),
     )
     (out / "report.md").write_text(to_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc, out), encoding="utf-8")
