@@ -253,10 +253,12 @@ def population_figure(
         if log.uses_noise_table
         else ("stored candidate vectors" if log.candidates is not None else "stored centres")
     )
-    text = (
-        f"{title_caption} · run {record.path.name}: {n_models} {kind} and "
-        f"{len(order)} centres, {log.centre.shape[1]} parameters"
+    models = (
+        f"{n_models} {kind} and {len(order)} centres"
+        if n_models
+        else (f"{len(order)} stored centres, no candidates logged")
     )
+    text = f"{title_caption} · run {record.path.name}: {models}, {log.centre.shape[1]} parameters"
     if method == "pca":
         total = float(((cloud.params - cloud.params.mean(axis=0)) ** 2).sum())
         ratios = (xy**2).sum(axis=0) / total if total > 0 else np.zeros(2)
