@@ -294,6 +294,7 @@ def test_vector_es_resumed_through_the_cli_equals_an_uninterrupted_run(
 WRITER = textwrap.dedent("""
     import os, sys
     from pathlib import Path
+    from harness.checkpoint import save_checkpoint
     path = Path(sys.argv[1])
     i = 0
     while True:
