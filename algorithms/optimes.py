@@ -22,6 +22,17 @@ As in OpenAI's ``es_distributed`` code the ``1/sigma`` factor is folded into
 the step size and the update is taken by Adam (or SGD with momentum) on
 ``-grad + l2 * theta`` (L2 weight decay). Observation normalisation statistics
 are gathered from a random fraction of rollouts and applied to every policy.
+
+Two options turn the update into Augmented Random Search's V2-t (Mania, Guy, Recht
+(2018), *Simple random search provides a competitive approach to reinforcement
+learning*, arXiv:1803.07055, Algorithm 2): ``top_directions`` keeps only the b mirrored
+pairs whose better member scored highest (line 6), and ``fitness_shaping="reward_std"``
+divides the raw returns by the standard deviation ``sigma_R`` of the 2b kept returns
+(line 7) instead of ranking them. With SGD at momentum 0 the step is then ARS's::
+
+    theta += alpha / (b sigma_R) * sum_k (r(+delta_k) - r(-delta_k)) delta_k
+
+where this module divides by the 2b kept candidates, so ``learning_rate = 2 alpha``.
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from evaluation.noise import DEFAULT_NOISE_SIZE, NoiseSpec, NoiseTable
 from evaluation.protocol import Broadcast, EvalResult, EvalTask, ReplicaRef
 
 SYNC_MODES = ("broadcast", "seeds")
+FITNESS_SHAPINGS = ("centered_ranks", "reward_std")
 
 
 def centered_ranks(fitness: np.ndarray) -> np.ndarray:
@@ -66,6 +78,32 @@ def centered_ranks(fitness: np.ndarray) -> np.ndarray:
     if flat.size > 1:
         ranks /= flat.size - 1
     return (ranks - np.float32(0.5)).reshape(np.shape(fitness))
+
+
+def reward_std_scaled(fitness: np.ndarray) -> np.ndarray:
+    """ARS's shaping (Algorithm 2, line 7): raw returns over their standard deviation.
+
+    A population that scored alike (std 0) gives a zero update, never a division by zero;
+    a failed candidate (``-inf``) counts as the worst finite return.
+    """
+    flat = np.asarray(fitness, dtype=np.float64).copy()
+    finite = np.isfinite(flat)
+    flat[~finite] = flat[finite].min() if finite.any() else 0.0
+    std = float(flat.std())
+    scaled = flat / std if std > 0 and np.isfinite(std) else np.zeros_like(flat)
+    return scaled.astype(np.float32)
+
+
+def top_pairs(fitness: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the ``count`` mirrored pairs with the highest ``max(F+, F-)``, in order.
+
+    ARS V1-t/V2-t (Algorithm 2, line 6); ties keep the earlier pair, so it is deterministic.
+    """
+    pairs = np.asarray(fitness, dtype=np.float64).reshape(-1, 2)
+    if count <= 0 or count >= len(pairs):
+        return np.arange(len(pairs))
+    best = np.argsort(-pairs.max(axis=1), kind="stable")[:count]
+    return np.sort(best)
 
 
 class Adam:
@@ -143,9 +181,18 @@ class OpenAIES:
         momentum: float = 0.9,
         beta1: float = 0.9,
         beta2: float = 0.999,
+        top_directions: int = 0,
+        fitness_shaping: str = "centered_ranks",
     ) -> None:
         if population < 2 or population % 2:
             raise ValueError(f"population must be an even number >= 2, got {population}")
+        if fitness_shaping not in FITNESS_SHAPINGS:
+            raise ValueError(
+                f"fitness_shaping must be one of {', '.join(FITNESS_SHAPINGS)}, "
+                f"got {fitness_shaping!r}"
+            )
+        self.top_directions = top_directions
+        self.fitness_shaping = fitness_shaping
         self.centre = np.asarray(centre, dtype=np.float32).copy()
         self.noise = noise
         self.population = population
@@ -168,12 +215,22 @@ class OpenAIES:
         return candidates
 
     def tell(self, candidates: list[Candidate], fitness: np.ndarray) -> None:
-        """Update the centre from mirrored pairs' fitness (section 2.1, Algorithm 2 line 9)."""
-        shaped = centered_ranks(np.asarray(fitness, dtype=np.float64))
+        """Update the centre from mirrored pairs' fitness (section 2.1, Algorithm 2 line 9).
+
+        With ``top_directions`` b only the b best pairs enter the estimate (ARS V2-t), and
+        the shaping sees just their 2b returns.
+        """
+        fitness = np.asarray(fitness, dtype=np.float64)
+        kept = top_pairs(fitness, self.top_directions)
+        selected = fitness.reshape(-1, 2)[kept].ravel()
+        if self.fitness_shaping == "reward_std":
+            shaped = reward_std_scaled(selected)
+        else:
+            shaped = centered_ranks(selected)
         plus, minus = shaped[0::2], shaped[1::2]
         dim = self.centre.size
-        eps = np.stack([self.noise.get(c.noise_index, dim) for c in candidates[0::2]])
-        grad = ((plus - minus).astype(np.float32) @ eps) / np.float32(len(candidates))
+        eps = np.stack([self.noise.get(candidates[2 * int(i)].noise_index, dim) for i in kept])
+        grad = ((plus - minus).astype(np.float32) @ eps) / np.float32(selected.size)
         self.last_grad_norm = float(np.linalg.norm(grad))
         self.centre = self.centre + self.optimizer.step(-grad + self.l2_coeff * self.centre)
 
@@ -264,6 +321,15 @@ class OptimESConfig:
     beta1: float = doc("Adam beta1", 0.9)
     beta2: float = doc("Adam beta2", 0.999)
     l2_coeff: float = doc("L2 weight decay added to the loss gradient", 0.005)
+    top_directions: int = doc(
+        "ARS V2-t's b: only the b mirrored pairs with the best max(F+, F-) enter the update"
+        " (0: all)",
+        0,
+    )
+    fitness_shaping: str = doc(
+        "centered_ranks (OpenAI-ES) or reward_std (ARS: raw returns over their std)",
+        "centered_ranks",
+    )
     obs_norm: bool = doc("normalise observations by running mean and std", True)
     obs_fraction: float = doc("fraction of rollouts whose observations update the stats", 0.01)
     action_noise_std: float = doc("Gaussian noise added to continuous actions in training", 0.0)
@@ -286,6 +352,16 @@ class OptimESConfig:
             raise ValueError(f"sigma must be positive, got {self.sigma}")
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
+        if not 0 <= self.top_directions <= self.population // 2:
+            raise ValueError(
+                f"top_directions must be in [0, population/2 = {self.population // 2}], "
+                f"got {self.top_directions}"
+            )
+        if self.fitness_shaping not in FITNESS_SHAPINGS:
+            raise ValueError(
+                f"fitness_shaping must be one of {', '.join(FITNESS_SHAPINGS)}, "
+                f"got {self.fitness_shaping!r}"
+            )
         if self.episode_cap not in ("env", "adaptive"):
             raise ValueError(f"episode_cap must be env or adaptive, got {self.episode_cap!r}")
         if self.train_episode_steps < 0:
@@ -352,6 +428,8 @@ class OptimES(Algorithm):
             config.momentum,
             config.beta1,
             config.beta2,
+            config.top_directions,
+            config.fitness_shaping,
         )
         obs_dim = context.policy_spec.obs_dim
         self.obs_stat = RunningStat((obs_dim,))

@@ -83,18 +83,31 @@ def defaults_layers(
 
     Each is ``(label, {"run": .., "policy": .., "budget": .., "params": ..})``;
     the label (``defaults.yaml CartPole-v1``) is what ``--print-config`` shows.
+    An algorithm's section may hold ``run``, ``policy`` and ``budget`` mappings of its
+    own: settings of the env that apply only when that algorithm runs (optimes trains
+    AntBulletEnv on a shaped reward with a linear policy, PPO at the zoo's settings on
+    the env's own reward). They form a layer just above their entry.
     """
     data = _load_defaults(path)
     entries = ["default", gym_id] + ([env_name] if env_name and env_name != gym_id else [])
     layers = []
     for entry_name in entries:
         sections: dict[str, dict[str, Any]] = {"run": {}, "policy": {}, "budget": {}, "params": {}}
+        own: dict[str, dict[str, Any]] = {"run": {}, "policy": {}, "budget": {}, "params": {}}
+        section_name = algo_section(algo)
         for section, values in (data.get(entry_name) or {}).items():
             if section in SECTIONS:
                 sections[section].update(values or {})
-            elif section == algo_section(algo):
-                sections["params"].update(values or {})
+            elif section == section_name:
+                for key, value in (values or {}).items():
+                    if key in SECTIONS:
+                        own[key].update(value or {})
+                    else:
+                        sections["params"][key] = value
         layers.append((f"{path.name} {entry_name} entry", copy.deepcopy(sections)))
+        if any(own.values()):
+            label = f"{path.name} {entry_name} entry, {section_name} section"
+            layers.append((label, copy.deepcopy(own)))
     return layers
 
 

@@ -111,3 +111,59 @@ def test_population_must_be_even() -> None:
     table = NoiseTable.create(NoiseSpec(100, 0))
     with pytest.raises(ValueError, match="even"):
         OpenAIES(np.zeros(2, np.float32), table, 5, 0.1, 0.1)
+
+
+def test_ars_top_directions_keep_the_best_pairs_and_scale_by_their_std() -> None:
+    """ARS V2-t (Mania et al. 2018, Algorithm 2 lines 6-7), worked out by hand.
+
+    Pairs (F+, F-): (4, 1), (0, 0.5), (2, 3). With b = 2 the pairs whose better member
+    is highest are the first (4) and the third (3); the second drops out. sigma_R is the
+    std of the four kept returns [4, 1, 2, 3] = sqrt(1.25); the update with SGD, lr 1, is
+    ((4 - 1) * eps_0 + (2 - 3) * eps_2) / (sigma_R * 4).
+    """
+    table = NoiseTable(NoiseSpec(9, 0), np.arange(9, dtype=np.float32), None, owner=True)
+    es = OpenAIES(
+        np.zeros(2, np.float32),
+        table,
+        population=6,
+        sigma=0.1,
+        learning_rate=1.0,
+        optimizer="sgd",
+        momentum=0.0,
+        top_directions=2,
+        fitness_shaping="reward_std",
+    )
+    candidates = [Candidate(index, sign) for index in (0, 3, 6) for sign in (+1, -1)]
+    es.tell(candidates, np.array([4.0, 1.0, 0.0, 0.5, 2.0, 3.0]))
+    sigma_r = np.sqrt(1.25)
+    expected = (3 * np.array([0.0, 1.0]) - np.array([6.0, 7.0])) / (sigma_r * 4)
+    np.testing.assert_allclose(es.centre, expected, rtol=1e-6)
+
+
+def test_reward_std_shaping_survives_a_flat_population_and_a_failed_candidate() -> None:
+    table = NoiseTable(NoiseSpec(6, 0), np.arange(6, dtype=np.float32), None, owner=True)
+    es = OpenAIES(
+        np.ones(2, np.float32),
+        table,
+        4,
+        0.1,
+        1.0,
+        "sgd",
+        momentum=0.0,
+        fitness_shaping="reward_std",
+    )
+    candidates = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]
+    es.tell(candidates, np.full(4, 7.0))
+    np.testing.assert_array_equal(es.centre, np.ones(2, np.float32))  # no signal, no step
+    es.tell(candidates, np.array([1.0, -np.inf, 0.0, 0.0]))
+    assert np.all(np.isfinite(es.centre))
+    assert es.centre[1] > 1.0  # eps_0 = [0, 1] beat its failed mirror
+
+
+def test_top_directions_must_fit_the_population() -> None:
+    from algorithms.optimes import OptimESConfig
+
+    with pytest.raises(ValueError, match="top_directions"):
+        OptimESConfig(population=10, top_directions=6).validate()
+    with pytest.raises(ValueError, match="fitness_shaping"):
+        OptimESConfig(fitness_shaping="z-score").validate()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,10 +141,42 @@ def test_defaults_file_names_only_schema_knobs_with_the_schema_defaults() -> Non
         assert schema.BY_NAME[f"policy.{key}"].default == value, key
     data = read_yaml(DEFAULTS_FILE)
     for entry, sections in data.items():
-        for section in ("run", "policy", "budget"):
-            for key in (sections or {}).get(section) or {}:
-                name = f"policy.{key}" if section == "policy" else key
-                assert name in schema.BY_NAME, f"{entry}.{section}.{key} is not a schema knob"
+        holders = [(entry, sections or {})] + [
+            (f"{entry}.{name}", values)
+            for name, values in (sections or {}).items()
+            if name not in ("run", "policy", "budget") and isinstance(values, dict)
+        ]
+        for where, holder in holders:
+            for section in ("run", "policy", "budget"):
+                for key in holder.get(section) or {}:
+                    name = f"policy.{key}" if section == "policy" else key
+                    assert name in schema.BY_NAME, f"{where}.{section}.{key} is not a schema knob"
+
+
+def test_an_algorithm_section_sets_env_knobs_for_that_algorithm_only(tmp_path: Path) -> None:
+    """optimes may train on a shaped reward with its own policy while PPO keeps the env's."""
+    from harness.config import defaults_layers, env_defaults
+
+    path = tmp_path / "defaults.yaml"
+    path.write_text(
+        "CartPole-v1:\n"
+        "  run: {reward_transform: none, eval_episodes: 7}\n"
+        "  policy: {kind: mlp}\n"
+        "  optimes:\n"
+        "    run: {reward_transform: 'shift:1'}\n"
+        "    policy: {kind: linear}\n"
+        "    population: 8\n"
+        "  ppo: {n_steps: 16}\n"
+    )
+    optimes = env_defaults("CartPole-v1", "optimes", path=path)
+    assert optimes["run"] == {"reward_transform": "shift:1", "eval_episodes": 7}
+    assert optimes["policy"] == {"kind": "linear"}
+    assert optimes["params"] == {"population": 8}
+    ppo = env_defaults("CartPole-v1", "ppo", path=path)
+    assert ppo["run"]["reward_transform"] == "none" and ppo["policy"] == {"kind": "mlp"}
+    assert ppo["params"] == {"n_steps": 16}
+    labels = [label for label, _ in defaults_layers("CartPole-v1", "optimes", path=path)]
+    assert labels[-1] == "defaults.yaml CartPole-v1 entry, optimes section"
 
 
 def test_every_knob_is_documented_and_applies_somewhere() -> None:
