@@ -162,6 +162,9 @@ def test_killed_head_resumes_from_its_last_checkpoint(
     proc = _start_long_run(runs, "--backend", "process", "--workers", "2")
     _wait_for_checkpoint(runs, proc, 3)
     run_dir = runs / "1"
+    # Stopped, the head still holds its run's lock but takes no more steps: on a busy machine
+    # it would otherwise pass GENERATIONS while the refused resume below starts up.
+    os.kill(proc.pid, signal.SIGSTOP)
 
     refused = harness_cli("resume", str(run_dir), check=False)  # the head is alive
     assert refused.returncode == 2
