@@ -9,13 +9,16 @@ that alone is not enough: each step's electricity and joint costs then outweigh 
 progress and the cheapest policy falls at once. ``locomotion`` therefore rebuilds the
 reward from its parts with a penalty for falling::
 
-    r_train = progress + alive * a + costs * c - fall * [terminated]
+    r_train = progress + alive * a + costs * c + limits * l - fall * [terminated]
 
 ``shift:C`` subtracts C from every step's reward; ``locomotion:alive=A,costs=C,fall=F``
 keeps a fraction A of the alive bonus and C of the costs and charges F when the episode
-terminates (a fall, not the time limit). Only training sees the transform: the wrapper
-returns the shaped reward and keeps the env's own in ``info["env_reward"]``, and every
-evaluation plays an unwrapped env.
+terminates (a fall, not the time limit). ``limits=L`` weighs pybullet's joints-at-limit
+cost (0.1 per joint held at its limit, each step) on its own instead of with the other
+costs: on AntBulletEnv it is the largest cost of the gaits an ES finds when all costs
+are trained at a tenth (a posture, not effort), and the true return pays it in full.
+Only training sees the transform: the wrapper returns the shaped reward and keeps the
+env's own in ``info["env_reward"]``, and every evaluation plays an unwrapped env.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ ALIVE_BONUS = {
     "Hopper-v5": 1.0,
     "Walker2d-v5": 1.0,
 }
-LOCOMOTION_KEYS = ("alive", "costs", "fall")
+LOCOMOTION_KEYS = ("alive", "costs", "fall", "limits")
 
 
 class RewardTransformError(ValueError):
@@ -53,6 +56,8 @@ class RewardTransform:
     alive: float = 1.0
     costs: float = 1.0
     fall: float = 0.0
+    #: weight of pybullet's joints-at-limit cost; None: the same as ``costs``
+    limits: float | None = None
 
     @classmethod
     def parse(cls, text: str | None) -> RewardTransform:
@@ -69,7 +74,12 @@ class RewardTransform:
                     f"reward_transform {text!r}: shift takes a number, e.g. shift:1"
                 ) from None
         if kind == "locomotion":
-            values = {"alive": 0.0, "costs": 1.0, "fall": 0.0}
+            values: dict[str, float | None] = {
+                "alive": 0.0,
+                "costs": 1.0,
+                "fall": 0.0,
+                "limits": None,
+            }
             for part in filter(None, (p.strip() for p in args.split(","))):
                 key, eq, value = part.partition("=")
                 if key not in LOCOMOTION_KEYS or not eq:
@@ -83,10 +93,16 @@ class RewardTransform:
                     raise RewardTransformError(
                         f"reward_transform {text!r}: {key} must be a number, got {value!r}"
                     ) from None
-            return cls(kind="locomotion", **values)
+            return cls(
+                kind="locomotion",
+                alive=float(values["alive"] or 0.0),
+                costs=float(values["costs"] if values["costs"] is not None else 1.0),
+                fall=float(values["fall"] or 0.0),
+                limits=values["limits"],
+            )
         raise RewardTransformError(
             f"unknown reward_transform {text!r} "
-            "(none, shift:C or locomotion:alive=A,costs=C,fall=F)"
+            "(none, shift:C or locomotion:alive=A,costs=C,fall=F[,limits=L])"
         )
 
     @property
@@ -114,16 +130,26 @@ class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
         transform.check_env(self.env_id)
         self._alive_bonus = ALIVE_BONUS.get(self.env_id, 0.0)
 
-    def _locomotion_parts(self, reward: float, info: dict[str, Any]) -> tuple[float, float, float]:
-        """(progress, alive, costs) of this step's reward."""
+    def _locomotion_parts(
+        self, reward: float, info: dict[str, Any]
+    ) -> tuple[float, float, float, float]:
+        """(progress, alive, costs, joints-at-limit cost) of this step's reward.
+
+        MuJoCo's walkers have no joints-at-limit term: all their costs are in ``costs``.
+        """
         unwrapped: Any = self.env.unwrapped
         parts = getattr(unwrapped, "rewards", None)
         if parts is not None and self.env_id.endswith("BulletEnv-v0"):
             # pybullet walkers: [alive, progress, electricity, joints_at_limit, feet_collision]
-            return float(parts[1]), float(parts[0]), float(sum(parts[2:]))
+            return (
+                float(parts[1]),
+                float(parts[0]),
+                float(parts[2]) + float(sum(parts[4:])),
+                float(parts[3]),
+            )
         forward = float(info.get("reward_forward", 0.0))
         alive = float(info.get("reward_survive", info.get("reward_healthy", 0.0)))
-        return forward, alive, reward - forward - alive
+        return forward, alive, reward - forward - alive, 0.0
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -132,8 +158,9 @@ class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
         if t.kind == "shift":
             shaped = env_reward - t.shift
         else:
-            progress, alive, costs = self._locomotion_parts(env_reward, info)
-            shaped = progress + t.alive * alive + t.costs * costs
+            progress, alive, costs, limits = self._locomotion_parts(env_reward, info)
+            limits_weight = t.costs if t.limits is None else t.limits
+            shaped = progress + t.alive * alive + t.costs * costs + limits_weight * limits
             if terminated:
                 shaped -= t.fall
         info = {**info, "env_reward": env_reward}

@@ -345,7 +345,7 @@ KNOBS: tuple[Knob, ...] = (
         "reward_transform",
         str,
         "none",
-        "training reward: none, shift:C or locomotion:alive=A,costs=C,fall=F "
+        "training reward: none, shift:C or locomotion:alive=A,costs=C,fall=F[,limits=L] "
         "(envs/reward_shaping.py; ES fitness and RL rewards use it, evaluation always "
         "uses the env's reward)",
         families=ALL,

@@ -58,6 +58,26 @@ def test_locomotion_rebuilds_ant_reward_from_its_parts() -> None:
         env.close()
 
 
+def test_limits_weighs_the_joints_at_limit_cost_on_its_own() -> None:
+    transform = "locomotion:alive=0,costs=0.1,limits=1,fall=100"
+    env = shape_training_reward(make_env("AntBulletEnv"), transform)
+    rng = np.random.default_rng(0)
+    at_limit = 0
+    try:
+        env.reset(seed=1)
+        for _ in range(60):
+            _, shaped, terminated, truncated, _ = env.step(rng.uniform(-1, 1, size=8))
+            _, progress, electricity, limits, feet = env.unwrapped.rewards  # type: ignore[attr-defined]
+            at_limit += limits != 0
+            fall = 100.0 if terminated else 0.0
+            assert shaped == pytest.approx(progress + 0.1 * (electricity + feet) + limits - fall)
+            if terminated or truncated:
+                break
+    finally:
+        env.close()
+    assert at_limit  # random actions drive joints to their limits: the term was exercised
+
+
 def test_locomotion_with_everything_kept_is_the_env_reward() -> None:
     rows = _play("AntBulletEnv", "locomotion:alive=1,costs=1,fall=0", 30)
     assert rows and all(shaped == pytest.approx(plain) for shaped, _, plain, _ in rows)
@@ -69,6 +89,7 @@ def test_locomotion_with_everything_kept_is_the_env_reward() -> None:
         ("shift:x", "shift takes a number"),
         ("locomotion:speed=1", "unknown part 'speed=1'"),
         ("locomotion:fall=abc", "fall must be a number"),
+        ("locomotion:limits=", "limits must be a number"),
         ("sparse", "unknown reward_transform 'sparse'"),
     ],
 )
