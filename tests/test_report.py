@@ -822,3 +822,20 @@ def test_a_population_that_scores_alike_is_named(sweep_runs: Path, tmp_path: Pat
     named = re.findall(r"run (\S+) \([^)]*\) scored its whole population alike", block)
     assert named == [f"{flat_runs.name}/1"], block  # CartPole runs that learned are not named
     assert "in 3 of its 3 generations" in block
+
+
+def test_the_settings_table_names_the_es_update_rule() -> None:
+    """OpenAI-ES and ARS V2-t groups differ in their update, not only in their numbers."""
+    openai = {"population": 40, "optimizer": "adam", "l2_coeff": 0.005}
+    ars = {
+        "population": 60,
+        "top_directions": 10,
+        "fitness_shaping": "reward_std",
+        "optimizer": "sgd",
+        "momentum": 0.0,
+        "l2_coeff": 0.0,
+    }
+    assert settings.es_update_text(openai) == "all 20 pairs, centred ranks, Adam, L2 0.005"
+    assert settings.es_update_text(ars) == "top 10 of 30 pairs, returns / their std (ARS), SGD"
+    row = settings.headline({"algo": "cma", "params": {"population": 0}})
+    assert row["ES update"] == "—"

@@ -34,6 +34,7 @@ HEADLINE = (
     "population",
     "sigma",
     "learning rate",
+    "ES update",
     "k",
     "W",
     "backend",
@@ -102,6 +103,24 @@ def policy_text(config: dict[str, Any], sb3_policy: Any = None) -> str:
     return ", ".join(parts)
 
 
+def es_update_text(params: dict[str, Any]) -> str:
+    """optimes' update rule in words: OpenAI-ES's centred ranks or ARS V2-t's top b pairs."""
+    pairs = int(params.get("population", 0)) // 2
+    top = int(params.get("top_directions", 0) or 0)
+    shaping = params.get("fitness_shaping", "centered_ranks")
+    kept = f"top {top} of {pairs} pairs" if 0 < top < pairs else f"all {pairs} pairs"
+    shaped = "returns / their std (ARS)" if shaping == "reward_std" else "centred ranks"
+    optimizer = str(params.get("optimizer", "adam"))
+    if optimizer == "sgd":
+        momentum = params.get("momentum", 0.9)
+        optimizer = "SGD" if not momentum else f"SGD, momentum {_number(momentum)}"
+    else:
+        optimizer = "Adam"
+    decay = params.get("l2_coeff", 0.0)
+    l2 = f", L2 {_number(decay)}" if decay else ""
+    return f"{kept}, {shaped}, {optimizer}{l2}"
+
+
 def budget_text(config: dict[str, Any]) -> str:
     """``40k timesteps``, ``2 generations or 600 s``: one run's budget in words."""
     return budget_phrase(config.get) or "none"
@@ -145,6 +164,7 @@ def headline(
         "population": population_text,
         "sigma": _number(sigma),
         "learning rate": _number(params.get("learning_rate")),
+        "ES update": es_update_text(params) if algo == "optimes" else "—",
         "k": _number(config.get("episodes")),
         "W": _number(config.get("workers")),
         "backend": str(config.get("backend")),
