@@ -839,3 +839,32 @@ def test_the_settings_table_names_the_es_update_rule() -> None:
     assert settings.es_update_text(ars) == "top 10 of 30 pairs, returns / their std (ARS), SGD"
     row = settings.headline({"algo": "cma", "params": {"population": 0}})
     assert row["ES update"] == "—"
+
+
+def test_a_group_first_evaluated_after_the_cut_is_still_named_in_the_legend() -> None:
+    from harness.report.plots import eval_curve_figure
+
+    runs = add_groups(
+        pd.DataFrame(
+            {
+                "run": ["early", "late"],
+                "env": ["E", "E"],
+                "algo": ["x", "y"],
+                "seed": [0, 0],
+                "episodes_per_fitness": [1, 1],
+                "workers": [1, 1],
+            }
+        )
+    )
+    steps = pd.DataFrame(
+        {
+            "run": ["early"] * 3 + ["late"] * 2,
+            "timesteps": [100.0, 200.0, 300.0, 250.0, 400.0],
+            "eval_return_mean": [1.0, 2.0, 3.0, 10.0, 20.0],
+        }
+    )
+    figure = eval_curve_figure(steps, runs, "timesteps", until={"E": 200.0})
+    assert figure is not None
+    texts = [t.get_text().replace("\n", " ") for t in figure.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("x ") for t in texts)
+    assert any(t.startswith("y ") and "no evaluation by the cut" in t for t in texts)

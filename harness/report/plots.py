@@ -221,16 +221,28 @@ def eval_curve_figure(
     drawn: list[Anchor] = []
     for ax, env in zip(axes, envs, strict=True):
         data = curves[curves["env"] == env]
-        order = sorted(data[GROUP].unique())
-        colors = dict(zip(order, sns.color_palette(PALETTE, len(order)), strict=True))
         env_raw = raw[raw["env"] == env]
+        # Every group of the env gets a colour and a legend entry, also one whose first
+        # evaluation comes after the common budget: its faint runs must be nameable.
+        order = sorted(set(data[GROUP]) | set(env_raw[GROUP]))
+        colors = dict(zip(order, sns.color_palette(PALETTE, len(order)), strict=True))
         _raw_runs(ax, env_raw, x, colors, GROUP)
         ax.set_xlabel(AXIS_LABELS.get(x, x))
         ax.set_ylabel("eval return (mean of episodes)")
         for group in order:
-            draw_group(
-                ax, data[data[GROUP] == group], x, colors[group], group, use_rliable_plot=True
-            )
+            members = data[data[GROUP] == group]
+            if members.empty:
+                n = env_raw.loc[env_raw[GROUP] == group, "run"].nunique()
+                ax.plot(
+                    [],
+                    [],
+                    color=colors[group],
+                    alpha=0.5,
+                    linewidth=1.4,
+                    label=f"{group} (n={n}, faint only: no evaluation by the cut)",
+                )
+                continue
+            draw_group(ax, members, x, colors[group], group, use_rliable_plot=True)
         if x == "timesteps":
             _timestep_axis(ax)
         _log_wall_clock(ax, env_raw if len(env_raw) else data, x)
