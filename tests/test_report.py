@@ -868,3 +868,29 @@ def test_a_group_first_evaluated_after_the_cut_is_still_named_in_the_legend() ->
     texts = [t.get_text().replace("\n", " ") for t in figure.axes[0].get_legend().get_texts()]
     assert any(t.startswith("x ") for t in texts)
     assert any(t.startswith("y ") and "no evaluation by the cut" in t for t in texts)
+
+
+def test_a_run_stopped_before_its_final_parameters_stays_in_its_group(
+    sweep_runs: Path, tmp_path: Path
+) -> None:
+    """An interrupted seed has no final parameters (nor their count); it must not form a
+    group of its own apart from its completed seed."""
+    runs = tmp_path / "runs"
+    same_config = [
+        d
+        for d in _run_dirs(sweep_runs)
+        if _config(d)["algo"] == "optimes"
+        and _config(d)["episodes"] == 1
+        and _config(d)["workers"] == 1
+    ]
+    assert len(same_config) == 2  # seeds 0 and 1
+    for index, source in enumerate(same_config, start=1):
+        shutil.copytree(source, runs / str(index))
+    for artifact in rundir.ARTIFACT_NAMES:  # written at the end of a run, as a stop leaves them
+        (runs / "2" / artifact).unlink(missing_ok=True)
+    record = json.loads((runs / "2" / rundir.RUN).read_text())
+    (runs / "2" / rundir.RUN).write_text(json.dumps({**record, "status": "INTERRUPTED"}))
+    out = tmp_path / "report"
+    assert main(["report", str(runs), "--out", str(out), "--map-runs", "0", "--all-statuses"]) == 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary[GROUP].nunique() == 1, summary[GROUP].tolist()

@@ -68,8 +68,11 @@ class ReportBuilder:
         self.steps = table.steps
         configs = [record.config for record in table.records.values()]
         runs = d.run_extras(table.runs, table.records, table.steps)
+        # A run stopped before it stored its final parameters has no parameter count: that
+        # is a missing record, not a different configuration from its completed seeds.
+        counted = set(runs.loc[runs["n_params"].notna(), "run"]) if "n_params" in runs else set()
         recorded = {
-            label: [*flatten_config(record.config), "n_params"]
+            label: [*flatten_config(record.config), *(["n_params"] if label in counted else [])]
             for label, record in table.records.items()
         }
         runs = d.add_groups(runs, [*d.settings_columns(configs), "n_params"], recorded)
