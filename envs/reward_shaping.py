@@ -74,12 +74,7 @@ class RewardTransform:
                     f"reward_transform {text!r}: shift takes a number, e.g. shift:1"
                 ) from None
         if kind == "locomotion":
-            values: dict[str, float | None] = {
-                "alive": 0.0,
-                "costs": 1.0,
-                "fall": 0.0,
-                "limits": None,
-            }
+            values: dict[str, float] = {"alive": 0.0, "costs": 1.0, "fall": 0.0}
             for part in filter(None, (p.strip() for p in args.split(","))):
                 key, eq, value = part.partition("=")
                 if key not in LOCOMOTION_KEYS or not eq:
@@ -93,13 +88,8 @@ class RewardTransform:
                     raise RewardTransformError(
                         f"reward_transform {text!r}: {key} must be a number, got {value!r}"
                     ) from None
-            return cls(
-                kind="locomotion",
-                alive=float(values["alive"] or 0.0),
-                costs=float(values["costs"] if values["costs"] is not None else 1.0),
-                fall=float(values["fall"] or 0.0),
-                limits=values["limits"],
-            )
+            limits = values.pop("limits", None)
+            return cls(kind="locomotion", limits=limits, **values)
         raise RewardTransformError(
             f"unknown reward_transform {text!r} "
             "(none, shift:C or locomotion:alive=A,costs=C,fall=F[,limits=L])"
@@ -129,6 +119,7 @@ class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
         self.env_id = spec.id if spec is not None else ""
         transform.check_env(self.env_id)
         self._alive_bonus = ALIVE_BONUS.get(self.env_id, 0.0)
+        self._limits_weight = transform.costs if transform.limits is None else transform.limits
 
     def _locomotion_parts(
         self, reward: float, info: dict[str, Any]
@@ -159,8 +150,7 @@ class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
             shaped = env_reward - t.shift
         else:
             progress, alive, costs, limits = self._locomotion_parts(env_reward, info)
-            limits_weight = t.costs if t.limits is None else t.limits
-            shaped = progress + t.alive * alive + t.costs * costs + limits_weight * limits
+            shaped = progress + t.alive * alive + t.costs * costs + self._limits_weight * limits
             if terminated:
                 shaped -= t.fall
         info = {**info, "env_reward": env_reward}
