@@ -476,19 +476,25 @@ def test_iqm_and_curve_statistics_equal_rliables() -> None:
         )
 
 
-def test_scores_at_the_common_budget() -> None:
-    runs = add_groups(
+def _runs_on_one_env(names: list[str], algos: list[str], seeds: list[int]) -> pd.DataFrame:
+    """Grouped run rows on env "E" at k = 1 and W = 1, as the report's tables hold them."""
+    n = len(names)
+    return add_groups(
         pd.DataFrame(
             {
-                "run": ["a", "b"],
-                "env": ["E", "E"],
-                "algo": ["x", "y"],
-                "seed": [0, 0],
-                "episodes_per_fitness": [1, 1],
-                "workers": [1, 1],
+                "run": names,
+                "env": ["E"] * n,
+                "algo": algos,
+                "seed": seeds,
+                "episodes_per_fitness": [1] * n,
+                "workers": [1] * n,
             }
         )
     )
+
+
+def test_scores_at_the_common_budget() -> None:
+    runs = _runs_on_one_env(["a", "b"], ["x", "y"], [0, 0])
     steps = pd.DataFrame(
         {
             "run": ["a"] * 3 + ["b"] * 2,
@@ -709,18 +715,7 @@ def test_umap_map_when_asked(sweep_runs: Path, tmp_path: Path) -> None:
 
 
 def test_curves_average_only_where_every_seed_has_evaluated() -> None:
-    runs = add_groups(
-        pd.DataFrame(
-            {
-                "run": ["a", "b"],
-                "env": ["E", "E"],
-                "algo": ["x", "x"],
-                "seed": [0, 1],
-                "episodes_per_fitness": [1, 1],
-                "workers": [1, 1],
-            }
-        )
-    )
+    runs = _runs_on_one_env(["a", "b"], ["x", "x"], [0, 1])
     steps = pd.DataFrame(
         {
             "run": ["a"] * 3 + ["b"] * 3,
@@ -844,18 +839,7 @@ def test_the_settings_table_names_the_es_update_rule() -> None:
 def test_a_group_first_evaluated_after_the_cut_is_still_named_in_the_legend() -> None:
     from harness.report.plots import eval_curve_figure
 
-    runs = add_groups(
-        pd.DataFrame(
-            {
-                "run": ["early", "late"],
-                "env": ["E", "E"],
-                "algo": ["x", "y"],
-                "seed": [0, 0],
-                "episodes_per_fitness": [1, 1],
-                "workers": [1, 1],
-            }
-        )
-    )
+    runs = _runs_on_one_env(["early", "late"], ["x", "y"], [0, 0])
     steps = pd.DataFrame(
         {
             "run": ["early"] * 3 + ["late"] * 2,
