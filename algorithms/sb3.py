@@ -74,7 +74,7 @@ from algorithms.base import Algorithm, RunContext, StepRecord, doc
 from algorithms.es_common import SEED_BOUND, fitness_summary, stream_rng
 from algorithms.registry import register
 from envs.registry import make_env
-from envs.reward_shaping import shape_training_reward
+from envs.reward_shaping import RewardTransform, shape_training_reward
 
 #: SeedSequence stream of the env seeds used when training resumes from a checkpoint.
 STREAM_RESUME_ENVS = 100
@@ -331,6 +331,12 @@ class SB3Algorithm(Algorithm):
             raise ValueError(
                 f"{cls.name} needs a feed-forward policy, got policy.kind=lstm (an LSTM needs "
                 "sb3-contrib's RecurrentPPO, not installed): use --set policy.kind=mlp"
+            )
+        transform = str(config.get("reward_transform") or "none")
+        if RewardTransform.parse(transform).anneal is not None:
+            raise ValueError(
+                f"{cls.name} cannot anneal reward_transform {transform!r}: anneal counts ES "
+                "generations; give PPO/A2C a transform without anneal=G0:G1"
             )
 
     def __init__(self, context: RunContext, config: Any) -> None:

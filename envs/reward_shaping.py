@@ -17,6 +17,11 @@ terminates (a fall, not the time limit). ``limits=L`` weighs pybullet's joints-a
 cost (0.1 per joint held at its limit, each step) on its own instead of with the other
 costs: on AntBulletEnv it is the largest cost of the gaits an ES finds when all costs
 are trained at a tenth (a posture, not effort), and the true return pays it in full.
+``anneal=G0:G1`` is a curriculum: from ES generation G0 to G1 every weight moves linearly
+to the env's own (alive, costs and limits to 1, fall and shift to 0), so the shaping that
+lets an ES leave standing still is gone once a gait exists, and the last generations train
+on the reward they are evaluated on. Workers learn the generation from each broadcast;
+PPO/A2C count no generations and refuse it.
 Only training sees the transform: the wrapper returns the shaped reward and keeps the
 env's own in ``info["env_reward"]``, and every evaluation plays an unwrapped env.
 """
@@ -40,7 +45,7 @@ ALIVE_BONUS = {
     "Hopper-v5": 1.0,
     "Walker2d-v5": 1.0,
 }
-LOCOMOTION_KEYS = ("alive", "costs", "fall", "limits")
+LOCOMOTION_KEYS = ("alive", "costs", "fall", "limits", "anneal")
 
 
 class RewardTransformError(ValueError):
@@ -58,6 +63,8 @@ class RewardTransform:
     fall: float = 0.0
     #: weight of pybullet's joints-at-limit cost; None: the same as ``costs``
     limits: float | None = None
+    #: (first, last) ES generation of the move to the env's own reward; None: no curriculum
+    anneal: tuple[int, int] | None = None
 
     @classmethod
     def parse(cls, text: str | None) -> RewardTransform:
@@ -75,6 +82,7 @@ class RewardTransform:
                 ) from None
         if kind == "locomotion":
             values: dict[str, float] = {"alive": 0.0, "costs": 1.0, "fall": 0.0}
+            anneal = None
             for part in filter(None, (p.strip() for p in args.split(","))):
                 key, eq, value = part.partition("=")
                 if key not in LOCOMOTION_KEYS or not eq:
@@ -82,6 +90,9 @@ class RewardTransform:
                         f"reward_transform {text!r}: unknown part {part!r} "
                         f"(locomotion takes {', '.join(k + '=X' for k in LOCOMOTION_KEYS)})"
                     )
+                if key == "anneal":
+                    anneal = cls._parse_anneal(text, value)
+                    continue
                 try:
                     values[key] = float(value)
                 except ValueError:
@@ -89,10 +100,44 @@ class RewardTransform:
                         f"reward_transform {text!r}: {key} must be a number, got {value!r}"
                     ) from None
             limits = values.pop("limits", None)
-            return cls(kind="locomotion", limits=limits, **values)
+            return cls(kind="locomotion", limits=limits, anneal=anneal, **values)
         raise RewardTransformError(
             f"unknown reward_transform {text!r} "
-            "(none, shift:C or locomotion:alive=A,costs=C,fall=F[,limits=L])"
+            "(none, shift:C or locomotion:alive=A,costs=C,fall=F[,limits=L][,anneal=G0:G1])"
+        )
+
+    @staticmethod
+    def _parse_anneal(text: str, value: str) -> tuple[int, int]:
+        first, colon, last = value.partition(":")
+        try:
+            start, end = int(first), int(last)
+        except ValueError:
+            start = end = -1
+        if not colon or start < 0 or end < start:
+            raise RewardTransformError(
+                f"reward_transform {text!r}: anneal takes generations G0:G1 with "
+                f"0 <= G0 <= G1, got {value!r}"
+            )
+        return start, end
+
+    def at_generation(self, generation: int) -> RewardTransform:
+        """The transform in force at ``generation``: weights part of the way to the env's own.
+
+        Before ``anneal``'s first generation the transform as written; after its last, the
+        env's reward (alive, costs and limits weighed 1, no fall penalty).
+        """
+        if self.anneal is None:
+            return self
+        start, end = self.anneal
+        done = 1.0 if generation >= end else max(0.0, (generation - start) / max(1, end - start))
+        limits = self.costs if self.limits is None else self.limits
+        return RewardTransform(
+            kind=self.kind,
+            shift=self.shift * (1.0 - done),
+            alive=self.alive + done * (1.0 - self.alive),
+            costs=self.costs + done * (1.0 - self.costs),
+            fall=self.fall * (1.0 - done),
+            limits=limits + done * (1.0 - limits),
         )
 
     @property
@@ -119,7 +164,13 @@ class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
         self.env_id = spec.id if spec is not None else ""
         transform.check_env(self.env_id)
         self._alive_bonus = ALIVE_BONUS.get(self.env_id, 0.0)
-        self._limits_weight = transform.costs if transform.limits is None else transform.limits
+        self.set_generation(0)
+
+    def set_generation(self, generation: int) -> None:
+        """Weigh the reward parts as ``anneal`` has them at this ES generation."""
+        self._in_force = self.transform.at_generation(generation)
+        weights = self._in_force
+        self._limits_weight = weights.costs if weights.limits is None else weights.limits
 
     def _locomotion_parts(
         self, reward: float, info: dict[str, Any]
@@ -145,7 +196,7 @@ class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         env_reward = float(reward)
-        t = self.transform
+        t = self._in_force
         if t.kind == "shift":
             shaped = env_reward - t.shift
         else:

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from envs.registry import make_env
-from envs.reward_shaping import RewardTransform, RewardTransformError, shape_training_reward
+from envs.reward_shaping import (
+    RewardTransform,
+    RewardTransformError,
+    TrainingReward,
+    shape_training_reward,
+)
 from tests.conftest import harness_cli
 
 
@@ -83,10 +88,44 @@ def test_locomotion_with_everything_kept_is_the_env_reward() -> None:
     assert rows and all(shaped == pytest.approx(plain) for shaped, _, plain, _ in rows)
 
 
+def test_anneal_moves_every_weight_to_the_env_reward_between_its_generations() -> None:
+    transform = RewardTransform.parse("locomotion:alive=0,costs=0.1,fall=100,anneal=10:30")
+    assert transform.anneal == (10, 30)
+    assert transform.at_generation(0) == transform.at_generation(10)
+    halfway = transform.at_generation(20)
+    assert (halfway.alive, halfway.costs, halfway.limits, halfway.fall) == pytest.approx(
+        (0.5, 0.55, 0.55, 50.0)
+    )
+    for generation in (30, 31, 500):
+        done = transform.at_generation(generation)
+        assert (done.alive, done.costs, done.limits, done.fall) == (1.0, 1.0, 1.0, 0.0)
+    assert RewardTransform.parse("locomotion:fall=5").at_generation(99).fall == 5.0
+
+
+def test_an_annealed_ant_reward_is_the_env_reward_after_its_last_generation() -> None:
+    env = make_env("AntBulletEnv")
+    shaped_env = TrainingReward(
+        env, RewardTransform.parse("locomotion:alive=0,costs=0.1,fall=100,anneal=0:4")
+    )
+    rng = np.random.default_rng(3)
+    try:
+        for generation, expect_env_reward in ((0, False), (4, True)):
+            shaped_env.set_generation(generation)
+            shaped_env.reset(seed=2)
+            for _ in range(25):
+                _, shaped, *_ = shaped_env.step(rng.uniform(-1, 1, size=8))
+                env_reward = sum(env.unwrapped.rewards)  # type: ignore[attr-defined]
+                assert (shaped == pytest.approx(env_reward)) is expect_env_reward
+    finally:
+        shaped_env.close()
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
         ("shift:x", "shift takes a number"),
+        ("locomotion:anneal=5", "anneal takes generations G0:G1"),
+        ("locomotion:anneal=9:3", "got '9:3'"),
         ("locomotion:speed=1", "unknown part 'speed=1'"),
         ("locomotion:fall=abc", "fall must be a number"),
         ("locomotion:limits=", "limits must be a number"),
@@ -175,6 +214,53 @@ def test_evaluators_carry_the_transform_to_their_workers(backend: str) -> None:
     np.testing.assert_array_equal(plain_train, plain_eval)
     np.testing.assert_array_equal(shaped_eval, plain_eval)
     np.testing.assert_allclose(shaped_train, plain_eval - lengths)
+
+
+def test_process_workers_anneal_by_the_generation_of_each_broadcast() -> None:
+    from envs.policies import policy_spec_for
+    from evaluation.backends import EvaluatorSettings
+    from evaluation.protocol import Broadcast, EvalTask
+    from evaluation.registry import make_evaluator
+
+    env = make_env("AntBulletEnv")
+    spec = policy_spec_for(env, "linear")
+    env.close()
+    params = np.random.default_rng(5).normal(0, 0.3, spec.num_params).astype(np.float32)
+    tasks = [EvalTask(task_id=i, env_seeds=(30 + i,), max_steps=60) for i in range(2)]
+    transform = "locomotion:alive=0,costs=0.1,fall=100,anneal=2:6"
+    settings = EvaluatorSettings("AntBulletEnv", spec, None, 2, None, transform)
+    with make_evaluator("process", settings) as evaluator:
+        by_generation = {
+            generation: evaluator.evaluate(Broadcast(generation, params, 0.0, None, None), tasks)[0]
+            for generation in (0, 4, 6)
+        }
+    env_returns = [np.concatenate([r.returns for r in by_generation[g]]) for g in (0, 4, 6)]
+    trained = [np.concatenate([r.training_returns for r in by_generation[g]]) for g in (0, 4, 6)]
+    np.testing.assert_array_equal(env_returns[0], env_returns[2])  # same episodes throughout
+    assert not np.allclose(trained[0], env_returns[0])
+    assert not np.allclose(trained[1], env_returns[1]) and not np.allclose(trained[1], trained[0])
+    np.testing.assert_allclose(trained[2], env_returns[2], rtol=1e-9)
+
+
+def test_rl_refuses_an_annealed_transform_before_any_run_exists(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    result = harness_cli(
+        "run",
+        "--algo",
+        "ppo",
+        "--env",
+        "AntBulletEnv",
+        "--timesteps",
+        "1000",
+        "--runs-dir",
+        str(runs),
+        "--set",
+        "reward_transform=locomotion:alive=0,fall=100,anneal=0:10",
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "anneal counts ES generations" in result.stderr
+    assert not runs.exists() or not any(runs.iterdir())
 
 
 def test_an_es_run_with_a_transform_records_it_and_evaluates_on_the_env_reward(
