@@ -748,6 +748,25 @@ def test_groups_split_on_any_setting_but_ignore_unrecorded_keys() -> None:
     assert grouped[GROUP].tolist() == ["x [population=10]"] * 2 + ["x [population=40]"] * 2
 
 
+def test_a_setting_that_changes_with_w_still_names_the_groups() -> None:
+    runs = pd.DataFrame(
+        {
+            "run": list("abcd"),
+            "env": ["E"] * 4,
+            "algo": ["x"] * 4,
+            "seed": [0, 1, 0, 1],
+            "episodes_per_fitness": [1] * 4,
+            "workers": [1, 1, 8, 8],
+            "reward_transform": ["shaped", "shaped", "annealed", "annealed"],
+        }
+    )
+    grouped = add_groups(runs, ["reward_transform"])
+    assert (
+        grouped[GROUP].tolist()
+        == ["x w=1 [reward_transform=shaped]"] * 2 + ["x w=8 [reward_transform=annealed]"] * 2
+    )
+
+
 def test_scaling_against_the_fewest_workers() -> None:
     runs = pd.DataFrame(
         {
@@ -806,7 +825,10 @@ def test_a_population_that_scores_alike_is_named(sweep_runs: Path, tmp_path: Pat
     harness_cli(
         "run",
         *("--algo", "optimes", "--env", "AntBulletEnv", "--seed", "1", "--generations", "3"),
-        *("--set", "policy.discretize=5", "--set", "population=10"),
+        *("--set", "policy.kind=mlp", "--set", "policy.discretize=5", "--set", "population=10"),
+        # GoodAI's OpenAI-ES, not the ARS defaults optimes ships for Ant
+        *("--set", "reward_transform=none", "--set", "top_directions=0", "--set", "sigma=0.02"),
+        *("--set", "fitness_shaping=centered_ranks", "--set", "obs_fraction=0.01"),
         *("--set", "eval_every_timesteps=100", "--backend", "inline"),
         *("--runs-dir", str(flat_runs)),
     )

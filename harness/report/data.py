@@ -173,7 +173,9 @@ def add_groups(
     The label is the algorithm, plus ``k=`` / ``w=`` where those vary among the
     runs of an env, plus ``key=value`` for any other setting that tells apart two
     configurations of one algorithm (policy, population, budget, parameter count,
-    ...), so runs of different configurations are never averaged together.
+    reward transform, ...), even one that changes only together with k or W, so runs
+    of different configurations are never averaged together and a label names what
+    sets its group apart.
     ``settings`` are the columns that define a configuration
     (:func:`settings_columns`); without them groups are algorithm, k and w.
     ``recorded`` maps a run to the columns its config has: a key some runs lack
@@ -207,8 +209,11 @@ def add_groups(
         if "workers" in extra:
             base = base + env_runs["workers"].map(lambda w: f" w={int(w)}")
         for label, same in env_runs.groupby(base, sort=False):
+            # settings that vary among this algorithm's runs on the env, also those that
+            # vary only alongside k or W: a group is named by what sets it apart
+            kin = env_runs[env_runs["algo"] == same["algo"].iloc[0]]
             shown = {
-                c: values(same, c)
+                c: values(kin, c)
                 for c in settings
                 if c not in ("algo", "env", "episodes_per_fitness", "workers")
             }
