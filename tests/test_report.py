@@ -11,6 +11,7 @@ import shlex
 import shutil
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -731,15 +732,22 @@ def test_curves_average_only_where_every_seed_has_evaluated() -> None:
     )
 
 
+def _four_runs(**columns: list[Any]) -> pd.DataFrame:
+    """Runs a-d of algorithm x on env E, seeds 0 and 1 twice, k = 1, W = 1 unless given."""
+    base: dict[str, list[Any]] = {
+        "run": list("abcd"),
+        "env": ["E"] * 4,
+        "algo": ["x"] * 4,
+        "seed": [0, 1, 0, 1],
+        "episodes_per_fitness": [1] * 4,
+        "workers": [1] * 4,
+    }
+    return pd.DataFrame({**base, **columns})
+
+
 def test_groups_split_on_any_setting_but_ignore_unrecorded_keys() -> None:
-    runs = pd.DataFrame(
-        {
-            "run": list("abcd"),
-            "env": ["E"] * 4,
-            "algo": ["x"] * 4,
-            "seed": [0, 1, 0, 1],
-            "episodes_per_fitness": [1] * 4,
-            "workers": [1] * 4,
+    runs = _four_runs(
+        **{
             "params.population": [10, 10, 40, 40],
             "reward_transform": [math.nan, "none", math.nan, "none"],
         }
@@ -749,16 +757,8 @@ def test_groups_split_on_any_setting_but_ignore_unrecorded_keys() -> None:
 
 
 def test_a_setting_that_changes_with_w_still_names_the_groups() -> None:
-    runs = pd.DataFrame(
-        {
-            "run": list("abcd"),
-            "env": ["E"] * 4,
-            "algo": ["x"] * 4,
-            "seed": [0, 1, 0, 1],
-            "episodes_per_fitness": [1] * 4,
-            "workers": [1, 1, 8, 8],
-            "reward_transform": ["shaped", "shaped", "annealed", "annealed"],
-        }
+    runs = _four_runs(
+        workers=[1, 1, 8, 8], reward_transform=["shaped", "shaped", "annealed", "annealed"]
     )
     grouped = add_groups(runs, ["reward_transform"])
     assert (
