@@ -61,8 +61,8 @@ class RewardTransform:
     alive: float = 1.0
     costs: float = 1.0
     fall: float = 0.0
-    #: weight of pybullet's joints-at-limit cost; None: the same as ``costs``
-    limits: float | None = None
+    #: weight of pybullet's joints-at-limit cost (``parse``: the ``costs`` weight unless given)
+    limits: float = 1.0
     #: (first, last) ES generation of the move to the env's own reward; None: no curriculum
     anneal: tuple[int, int] | None = None
 
@@ -99,8 +99,8 @@ class RewardTransform:
                     raise RewardTransformError(
                         f"reward_transform {text!r}: {key} must be a number, got {value!r}"
                     ) from None
-            limits = values.pop("limits", None)
-            return cls(kind="locomotion", limits=limits, anneal=anneal, **values)
+            values.setdefault("limits", values["costs"])
+            return cls(kind="locomotion", anneal=anneal, **values)
         raise RewardTransformError(
             f"unknown reward_transform {text!r} "
             "(none, shift:C or locomotion:alive=A,costs=C,fall=F[,limits=L][,anneal=G0:G1])"
@@ -130,14 +130,13 @@ class RewardTransform:
             return self
         start, end = self.anneal
         done = 1.0 if generation >= end else max(0.0, (generation - start) / max(1, end - start))
-        limits = self.costs if self.limits is None else self.limits
         return RewardTransform(
             kind=self.kind,
             shift=self.shift * (1.0 - done),
             alive=self.alive + done * (1.0 - self.alive),
             costs=self.costs + done * (1.0 - self.costs),
             fall=self.fall * (1.0 - done),
-            limits=limits + done * (1.0 - limits),
+            limits=self.limits + done * (1.0 - self.limits),
         )
 
     @property
@@ -163,14 +162,11 @@ class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
         spec = env.spec
         self.env_id = spec.id if spec is not None else ""
         transform.check_env(self.env_id)
-        self._alive_bonus = ALIVE_BONUS.get(self.env_id, 0.0)
         self.set_generation(0)
 
     def set_generation(self, generation: int) -> None:
         """Weigh the reward parts as ``anneal`` has them at this ES generation."""
         self._in_force = self.transform.at_generation(generation)
-        weights = self._in_force
-        self._limits_weight = weights.costs if weights.limits is None else weights.limits
 
     def _locomotion_parts(
         self, reward: float, info: dict[str, Any]
@@ -201,7 +197,7 @@ class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
             shaped = env_reward - t.shift
         else:
             progress, alive, costs, limits = self._locomotion_parts(env_reward, info)
-            shaped = progress + t.alive * alive + t.costs * costs + self._limits_weight * limits
+            shaped = progress + t.alive * alive + t.costs * costs + t.limits * limits
             if terminated:
                 shaped -= t.fall
         info = {**info, "env_reward": env_reward}
