@@ -83,8 +83,28 @@ def test_limits_weighs_the_joints_at_limit_cost_on_its_own() -> None:
     assert at_limit  # random actions drive joints to their limits: the term was exercised
 
 
-def test_locomotion_with_everything_kept_is_the_env_reward() -> None:
-    rows = _play("AntBulletEnv", "locomotion:alive=1,costs=1,fall=0", 30)
+def test_locomotion_rebuilds_mujoco_ant_reward_from_its_info_parts() -> None:
+    env = shape_training_reward(make_env("Ant"), "locomotion:alive=0.25,costs=0.5,fall=7")
+    rng = np.random.default_rng(0)
+    try:
+        env.reset(seed=1)
+        for _ in range(60):
+            _, shaped, terminated, truncated, info = env.step(rng.uniform(-1, 1, size=8))
+            costs = info["reward_ctrl"] + info["reward_contact"]
+            expected = info["reward_forward"] + 0.25 * info["reward_survive"] + 0.5 * costs
+            assert shaped == pytest.approx(expected - (7.0 if terminated else 0.0))
+            assert info["env_reward"] == pytest.approx(
+                info["reward_forward"] + info["reward_survive"] + costs
+            )
+            if terminated or truncated:
+                break
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("env_name", ["AntBulletEnv", "Ant"])
+def test_locomotion_with_everything_kept_is_the_env_reward(env_name: str) -> None:
+    rows = _play(env_name, "locomotion:alive=1,costs=1,fall=0", 30)
     assert rows and all(shaped == pytest.approx(plain) for shaped, _, plain, _ in rows)
 
 
