@@ -257,6 +257,7 @@ class ReplicaUpdate:
     obs_increments: list[tuple[np.ndarray, np.ndarray, int]]  # in the head's order
     sigma: float  # after this generation's schedules
     learning_rate: float
+    timesteps: int = 0  # the head's training timesteps after this generation
 
 
 class OptimESReplica:
@@ -267,12 +268,18 @@ class OptimESReplica:
     """
 
     def __init__(
-        self, es: OpenAIES, obs_stat: RunningStat, obs_norm: bool, generation: int
+        self,
+        es: OpenAIES,
+        obs_stat: RunningStat,
+        obs_norm: bool,
+        generation: int,
+        timesteps: int = 0,
     ) -> None:
         self.es = es
         self.obs_stat = obs_stat
         self.obs_norm = obs_norm
         self.generation = generation
+        self.timesteps = timesteps
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -292,12 +299,13 @@ class OptimESReplica:
         self.es.sigma = update.sigma
         self.es.learning_rate = update.learning_rate
         self.generation = update.generation
+        self.timesteps = update.timesteps
 
     def broadcast(self) -> Broadcast:
         mean = std = None
         if self.obs_norm:
             mean, std = self.obs_stat.mean.astype(np.float32), self.obs_stat.std.astype(np.float32)
-        return Broadcast(self.generation, self.es.centre, self.es.sigma, mean, std)
+        return Broadcast(self.generation, self.es.centre, self.es.sigma, mean, std, self.timesteps)
 
     def checksum(self) -> int:
         """CRC-32 of the centre, the optimizer moments, sigma and the obs statistics."""
@@ -434,6 +442,8 @@ class OptimES(Algorithm):
         obs_dim = context.policy_spec.obs_dim
         self.obs_stat = RunningStat((obs_dim,))
         self.generation = 0
+        #: training timesteps so far (the runner's count), broadcast for ``anneal_timesteps``
+        self.timesteps = 0
         self.episode_cap: int | None = self._training_limit()
         if self.replicated:
             self.evaluator.attach_replica(self._replica)
@@ -446,12 +456,14 @@ class OptimES(Algorithm):
 
     def _replica(self) -> OptimESReplica:
         """The head's state as a replica (shares its arrays; pickling copies them)."""
-        return OptimESReplica(self.es, self.obs_stat, self.config.obs_norm, self.generation)
+        return OptimESReplica(
+            self.es, self.obs_stat, self.config.obs_norm, self.generation, self.timesteps
+        )
 
     # -- one generation ---------------------------------------------------
     def _broadcast(self) -> Broadcast:
         mean, std = self._obs_normalisation()
-        return Broadcast(self.generation, self.es.centre, self.es.sigma, mean, std)
+        return Broadcast(self.generation, self.es.centre, self.es.sigma, mean, std, self.timesteps)
 
     def _obs_normalisation(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         if not self.config.obs_norm:
@@ -511,6 +523,7 @@ class OptimES(Algorithm):
             limit = self._training_limit()
             self.episode_cap = cap if limit is None else min(cap, limit)
         self.generation += 1
+        self.timesteps += int(sum(r.steps for r in results))
         self._apply_schedules()
         extras = {
             "sigma": self.es.sigma,
@@ -534,6 +547,7 @@ class OptimES(Algorithm):
                 increments,
                 self.es.sigma,
                 self.es.learning_rate,
+                self.timesteps,
             )
             synced = self.evaluator.update_replicas(
                 update, self.generation, self._replica().checksum()
@@ -585,6 +599,7 @@ class OptimES(Algorithm):
     def state_dict(self) -> dict[str, Any]:
         return {
             "generation": self.generation,
+            "timesteps": self.timesteps,
             "centre": self.es.centre.copy(),
             "sigma": self.es.sigma,
             "optimizer": self.es.optimizer.state_dict(),
@@ -595,6 +610,8 @@ class OptimES(Algorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.generation = int(state["generation"])
+        # checkpoints from before the count carried none; only anneal_timesteps reads it
+        self.timesteps = int(state.get("timesteps", 0))
         self.es.centre = np.asarray(state["centre"], dtype=np.float32).copy()
         self.es.sigma = float(state["sigma"])
         self.es.optimizer.load_state_dict(state["optimizer"])

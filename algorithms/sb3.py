@@ -333,10 +333,10 @@ class SB3Algorithm(Algorithm):
                 "sb3-contrib's RecurrentPPO, not installed): use --set policy.kind=mlp"
             )
         transform = str(config.get("reward_transform") or "none")
-        if RewardTransform.parse(transform).anneal is not None:
+        if RewardTransform.parse(transform).anneals:
             raise ValueError(
-                f"{cls.name} cannot anneal reward_transform {transform!r}: anneal counts ES "
-                "generations; give PPO/A2C a transform without anneal=G0:G1"
+                f"{cls.name} cannot anneal reward_transform {transform!r}: the anneal follows "
+                "the ES head's broadcasts; give PPO/A2C a transform without anneal"
             )
 
     def __init__(self, context: RunContext, config: Any) -> None:

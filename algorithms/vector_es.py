@@ -144,6 +144,8 @@ class VectorES(Algorithm):
         self.dim = context.policy_spec.num_params
         self.initial = self.policy.init_params(stream_rng(context.seed, STREAM_INIT))
         self.generation = 0
+        #: training timesteps so far (the runner's count), broadcast for ``anneal_timesteps``
+        self.timesteps = 0
         #: cumulative seconds per part of the wall-clock (es_common.ES_TIME_PARTS)
         self.time_counters = new_time_counters()
         self.rng = PrivateGlobalRNG(self._library_seed(0))
@@ -206,7 +208,7 @@ class VectorES(Algorithm):
             for i, vector in enumerate(vectors)
         ]
         # Candidates travel inside their tasks; the broadcast carries no centre.
-        broadcast = Broadcast(self.generation, None, 0.0, None, None)
+        broadcast = Broadcast(self.generation, None, 0.0, None, None, self.timesteps)
         started = time.perf_counter()
         results, stats = self.evaluator.evaluate(broadcast, tasks)
         evaluate_s = time.perf_counter() - started
@@ -223,6 +225,7 @@ class VectorES(Algorithm):
             self._tell(handles, finite_losses(to_loss(fitness)))
         update_s = time.perf_counter() - started + ask_s
         self.generation += 1
+        self.timesteps += int(sum(r.steps for r in results))
         done = [r.lengths for r in results if r.failed is None]
         lengths = np.concatenate(done) if done else np.zeros(0, dtype=np.int64)
         extras = {
@@ -265,6 +268,7 @@ class VectorES(Algorithm):
             raise NotImplementedError(f"{self.name} optimizer cannot be pickled: {error}") from None
         return {
             "generation": self.generation,
+            "timesteps": self.timesteps,
             "numpy_global_rng": self.rng.state,
             "config": asdict(self.config),
             **optimizer,
@@ -272,6 +276,8 @@ class VectorES(Algorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.generation = int(state["generation"])
+        # checkpoints from before the count carried none; only anneal_timesteps reads it
+        self.timesteps = int(state.get("timesteps", 0))
         self.rng.state = state["numpy_global_rng"]
         self._load_optimizer_state(state)
 

@@ -20,8 +20,12 @@ are trained at a tenth (a posture, not effort), and the true return pays it in f
 ``anneal=G0:G1`` is a curriculum: from ES generation G0 to G1 every weight moves linearly
 to the env's own (alive, costs and limits to 1, fall and shift to 0), so the shaping that
 lets an ES leave standing still is gone once a gait exists, and the last generations train
-on the reward they are evaluated on. Workers learn the generation from each broadcast;
-PPO/A2C count no generations and refuse it.
+on the reward they are evaluated on. ``anneal_timesteps=T0:T1`` is the same move over the
+run's training timesteps (``3.4e6:6.9e6`` is accepted): a generation with k episodes per
+fitness costs k times the timesteps, so a window in generations arrives k times later in
+timesteps, and one in timesteps arrives at the same sample count whatever k. Workers learn
+the generation and the head's timestep count (before the generation) from each broadcast;
+PPO/A2C broadcast neither and refuse both.
 Only training sees the transform: the wrapper returns the shaped reward and keeps the
 env's own in ``info["env_reward"]``, and every evaluation plays an unwrapped env.
 """
@@ -45,7 +49,7 @@ ALIVE_BONUS = {
     "Hopper-v5": 1.0,
     "Walker2d-v5": 1.0,
 }
-LOCOMOTION_KEYS = ("alive", "costs", "fall", "limits", "anneal")
+LOCOMOTION_KEYS = ("alive", "costs", "fall", "limits", "anneal", "anneal_timesteps")
 
 
 class RewardTransformError(ValueError):
@@ -65,6 +69,8 @@ class RewardTransform:
     limits: float = 1.0
     #: (first, last) ES generation of the move to the env's own reward; None: no curriculum
     anneal: tuple[int, int] | None = None
+    #: (first, last) training timestep of that move, instead of ``anneal``'s generations
+    anneal_timesteps: tuple[int, int] | None = None
 
     @classmethod
     def parse(cls, text: str | None) -> RewardTransform:
@@ -82,7 +88,7 @@ class RewardTransform:
                 ) from None
         if kind == "locomotion":
             values: dict[str, float] = {"alive": 0.0, "costs": 1.0, "fall": 0.0}
-            anneal = None
+            windows: dict[str, tuple[int, int]] = {}
             for part in filter(None, (p.strip() for p in args.split(","))):
                 key, eq, value = part.partition("=")
                 if key not in LOCOMOTION_KEYS or not eq:
@@ -90,8 +96,8 @@ class RewardTransform:
                         f"reward_transform {text!r}: unknown part {part!r} "
                         f"(locomotion takes {', '.join(k + '=X' for k in LOCOMOTION_KEYS)})"
                     )
-                if key == "anneal":
-                    anneal = cls._parse_anneal(text, value)
+                if key in ("anneal", "anneal_timesteps"):
+                    windows[key] = cls._parse_window(text, key, value)
                     continue
                 try:
                     values[key] = float(value)
@@ -100,36 +106,59 @@ class RewardTransform:
                         f"reward_transform {text!r}: {key} must be a number, got {value!r}"
                     ) from None
             values.setdefault("limits", values["costs"])
-            return cls(kind="locomotion", anneal=anneal, **values)
+            if len(windows) > 1:
+                raise RewardTransformError(
+                    f"reward_transform {text!r}: give anneal (generations) or "
+                    "anneal_timesteps, not both"
+                )
+            return cls(
+                kind="locomotion",
+                anneal=windows.get("anneal"),
+                anneal_timesteps=windows.get("anneal_timesteps"),
+                **values,
+            )
         raise RewardTransformError(
-            f"unknown reward_transform {text!r} "
-            "(none, shift:C or locomotion:alive=A,costs=C,fall=F[,limits=L][,anneal=G0:G1])"
+            f"unknown reward_transform {text!r} (none, shift:C or "
+            "locomotion:alive=A,costs=C,fall=F[,limits=L][,anneal=G0:G1|,anneal_timesteps=T0:T1])"
         )
 
     @staticmethod
-    def _parse_anneal(text: str, value: str) -> tuple[int, int]:
+    def _parse_window(text: str, key: str, value: str) -> tuple[int, int]:
         first, colon, last = value.partition(":")
         try:
-            start, end = int(first), int(last)
-        except ValueError:
+            start, end = int(float(first)), int(float(last))
+        except (ValueError, OverflowError):
             start = end = -1
+        if key == "anneal" and colon and not (first.isdigit() and last.isdigit()):
+            start = end = -1  # generations are whole numbers
         if not colon or start < 0 or end < start:
+            unit = "generations G0:G1" if key == "anneal" else "timesteps T0:T1"
+            low, high = unit.split()[1].split(":")
             raise RewardTransformError(
-                f"reward_transform {text!r}: anneal takes generations G0:G1 with "
-                f"0 <= G0 <= G1, got {value!r}"
+                f"reward_transform {text!r}: {key} takes {unit} with "
+                f"0 <= {low} <= {high}, got {value!r}"
             )
         return start, end
 
-    def at_generation(self, generation: int) -> RewardTransform:
-        """The transform in force at ``generation``: weights part of the way to the env's own.
+    @property
+    def anneals(self) -> bool:
+        """Whether the weights move during the run (``anneal`` or ``anneal_timesteps``)."""
+        return self.anneal is not None or self.anneal_timesteps is not None
 
-        Before ``anneal``'s first generation the transform as written; after its last, the
-        env's reward (alive, costs and limits weighed 1, no fall penalty).
+    def in_force(self, generation: int, timesteps: int) -> RewardTransform:
+        """The transform in force at ``generation``, after ``timesteps`` training timesteps.
+
+        Weights move part of the way to the env's own: before the window the transform as
+        written; after it, the env's reward (alive, costs and limits weighed 1, no fall
+        penalty). The window is ``anneal`` in generations or ``anneal_timesteps``.
         """
-        if self.anneal is None:
+        if self.anneal is not None:
+            (start, end), now = self.anneal, generation
+        elif self.anneal_timesteps is not None:
+            (start, end), now = self.anneal_timesteps, timesteps
+        else:
             return self
-        start, end = self.anneal
-        done = 1.0 if generation >= end else max(0.0, (generation - start) / max(1, end - start))
+        done = 1.0 if now >= end else max(0.0, (now - start) / max(1, end - start))
         return RewardTransform(
             kind=self.kind,
             shift=self.shift * (1.0 - done),
@@ -162,11 +191,11 @@ class TrainingReward(gym.Wrapper[Any, Any, Any, Any]):
         spec = env.spec
         self.env_id = spec.id if spec is not None else ""
         transform.check_env(self.env_id)
-        self.set_generation(0)
+        self.set_progress(0, 0)
 
-    def set_generation(self, generation: int) -> None:
-        """Weigh the reward parts as ``anneal`` has them at this ES generation."""
-        self._in_force = self.transform.at_generation(generation)
+    def set_progress(self, generation: int, timesteps: int) -> None:
+        """Weigh the reward parts as the anneal has them at this generation and timestep."""
+        self._in_force = self.transform.in_force(generation, timesteps)
 
     def _locomotion_parts(
         self, reward: float, info: dict[str, Any]

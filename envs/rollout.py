@@ -115,10 +115,10 @@ class RolloutWorker:
         self.env_max_steps: int | None = spec.max_episode_steps if spec is not None else None
         self._buf = np.zeros((self._capacity_for(None), self.obs_dim), dtype=np.float64)
 
-    def set_generation(self, generation: int) -> None:
-        """Tell a curriculum transform (``anneal``) which ES generation is being trained."""
+    def set_progress(self, generation: int, timesteps: int) -> None:
+        """Tell a curriculum transform (``anneal``) the ES generation and timesteps so far."""
         if isinstance(self.env, TrainingReward):
-            self.env.set_generation(generation)
+            self.env.set_progress(generation, timesteps)
 
     def _capacity_for(self, max_steps: int | None) -> int:
         limits = [m for m in (max_steps, getattr(self, "env_max_steps", None)) if m is not None]

@@ -24,6 +24,8 @@ class Broadcast:
     sigma: float
     obs_mean: np.ndarray | None
     obs_std: np.ndarray | None
+    #: training timesteps the head had counted before this generation (for ``anneal_timesteps``)
+    timesteps: int = 0
 
 
 @dataclass(frozen=True)

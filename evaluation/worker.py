@@ -129,7 +129,7 @@ class TaskRunner:
         start = time.perf_counter()
         noise = self.noise.array if self.noise is not None else None
         try:
-            self.rollout.set_generation(broadcast.generation)
+            self.rollout.set_progress(broadcast.generation, broadcast.timesteps)
             params = task.parameters(broadcast, noise)
             batch = self.rollout.run(
                 params,

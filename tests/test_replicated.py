@@ -56,6 +56,7 @@ def _diverge_at(generation: int) -> Any:
                 update.obs_increments,
                 update.sigma,
                 update.learning_rate,
+                update.timesteps,
             )
             return original(bad, gen, checksum)
 

@@ -112,16 +112,29 @@ def test_locomotion_with_everything_kept_is_the_env_reward(env_name: str) -> Non
 
 def test_anneal_moves_every_weight_to_the_env_reward_between_its_generations() -> None:
     transform = RewardTransform.parse("locomotion:alive=0,costs=0.1,fall=100,anneal=10:30")
-    assert transform.anneal == (10, 30)
-    assert transform.at_generation(0) == transform.at_generation(10)
-    halfway = transform.at_generation(20)
+    assert transform.anneal == (10, 30) and transform.anneal_timesteps is None
+    assert transform.in_force(0, 0) == transform.in_force(10, 9_000_000)
+    halfway = transform.in_force(20, 0)
     assert (halfway.alive, halfway.costs, halfway.limits, halfway.fall) == pytest.approx(
         (0.5, 0.55, 0.55, 50.0)
     )
     for generation in (30, 31, 500):
-        done = transform.at_generation(generation)
+        done = transform.in_force(generation, 0)
         assert (done.alive, done.costs, done.limits, done.fall) == (1.0, 1.0, 1.0, 0.0)
-    assert RewardTransform.parse("locomotion:fall=5").at_generation(99).fall == 5.0
+    assert RewardTransform.parse("locomotion:fall=5").in_force(99, 10**9).fall == 5.0
+
+
+def test_anneal_timesteps_moves_the_weights_by_timesteps_whatever_the_generation() -> None:
+    transform = RewardTransform.parse(
+        "locomotion:alive=0,costs=0.1,fall=100,anneal_timesteps=1e6:3000000"
+    )
+    assert transform.anneal_timesteps == (1_000_000, 3_000_000) and transform.anneal is None
+    assert transform.in_force(500, 999_999) == transform.in_force(0, 0)
+    for generation in (1, 40, 200):
+        halfway = transform.in_force(generation, 2_000_000)
+        assert (halfway.alive, halfway.costs, halfway.fall) == pytest.approx((0.5, 0.55, 50.0))
+    done = transform.in_force(2, 3_000_000)
+    assert (done.alive, done.costs, done.limits, done.fall) == (1.0, 1.0, 1.0, 0.0)
 
 
 def test_an_annealed_ant_reward_is_the_env_reward_after_its_last_generation() -> None:
@@ -132,7 +145,7 @@ def test_an_annealed_ant_reward_is_the_env_reward_after_its_last_generation() ->
     rng = np.random.default_rng(3)
     try:
         for generation, expect_env_reward in ((0, False), (4, True)):
-            shaped_env.set_generation(generation)
+            shaped_env.set_progress(generation, 0)
             shaped_env.reset(seed=2)
             for _ in range(25):
                 _, shaped, *_ = shaped_env.step(rng.uniform(-1, 1, size=8))
@@ -148,6 +161,11 @@ def test_an_annealed_ant_reward_is_the_env_reward_after_its_last_generation() ->
         ("shift:x", "shift takes a number"),
         ("locomotion:anneal=5", "anneal takes generations G0:G1"),
         ("locomotion:anneal=9:3", "got '9:3'"),
+        ("locomotion:anneal=1e3:2e3", "anneal takes generations G0:G1"),
+        ("locomotion:anneal_timesteps=5e6", "anneal_timesteps takes timesteps T0:T1"),
+        ("locomotion:anneal_timesteps=2e6:1e6", "got '2e6:1e6'"),
+        ("locomotion:anneal_timesteps=0:inf", "got '0:inf'"),
+        ("locomotion:anneal=1:2,anneal_timesteps=0:9", "not both"),
         ("locomotion:speed=1", "unknown part 'speed=1'"),
         ("locomotion:fall=abc", "fall must be a number"),
         ("locomotion:limits=", "limits must be a number"),
@@ -264,6 +282,65 @@ def test_process_workers_anneal_by_the_generation_of_each_broadcast() -> None:
     np.testing.assert_allclose(trained[2], env_returns[2], rtol=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("algo", "sync", "episodes"),
+    [
+        ("optimes", "broadcast", 1),
+        ("optimes", "seeds", 2),
+        ("cma", "broadcast", 1),
+    ],
+)
+def test_workers_anneal_by_the_heads_timesteps(algo: str, sync: str, episodes: int) -> None:
+    """Process workers train on the env's reward from the generation the head has counted
+    ``anneal_timesteps``' last timestep, in either sync mode and whatever k."""
+    from algorithms.base import RunContext
+    from algorithms.registry import get_algorithm
+    from envs.policies import policy_spec_for
+    from harness.config import validate_params
+    from harness.runner import create_algorithm
+
+    env = make_env("AntBulletEnv")
+    spec = policy_spec_for(env, "linear")
+    env.close()
+    end = 500
+    context = RunContext(
+        "AntBulletEnv",
+        spec,
+        7,
+        episodes,
+        2,
+        backend="process",
+        sync=sync,
+        max_episode_steps=40,
+        reward_transform=f"locomotion:alive=0,costs=0.1,fall=100,anneal_timesteps=0:{end}",
+    )
+    algo_cls = get_algorithm(algo)
+    params = {"population": 4, "noise_size": 1 << 20} if algo == "optimes" else {"population": 4}
+    algorithm = create_algorithm(algo_cls, context, validate_params(params, algo_cls.Config, algo))
+    seen: list[tuple[int, bool]] = []
+    evaluate = algorithm.evaluator.evaluate
+
+    def watched(target, tasks):  # type: ignore[no-untyped-def]
+        results, stats = evaluate(target, tasks)
+        trained = np.concatenate([r.training_returns for r in results])
+        plain = np.concatenate([r.returns for r in results])
+        seen.append((counted, bool(np.allclose(trained, plain, rtol=1e-9))))
+        return results, stats
+
+    algorithm.evaluator.evaluate = watched  # type: ignore[method-assign]
+    try:
+        counted = 0
+        for _ in range(6):
+            counted = algorithm.timesteps  # type: ignore[attr-defined]
+            record = algorithm.step()
+            assert algorithm.timesteps == counted + record.timesteps  # type: ignore[attr-defined]
+    finally:
+        algorithm.close()
+    assert seen[0] == (0, False)  # shaped before the window's end
+    assert any(env_reward for _, env_reward in seen)
+    assert all(env_reward == (before >= end) for before, env_reward in seen)
+
+
 def test_rl_refuses_an_annealed_transform_before_any_run_exists(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     result = harness_cli(
@@ -281,7 +358,7 @@ def test_rl_refuses_an_annealed_transform_before_any_run_exists(tmp_path: Path) 
         check=False,
     )
     assert result.returncode != 0
-    assert "anneal counts ES generations" in result.stderr
+    assert "the anneal follows the ES head's broadcasts" in result.stderr
     assert not runs.exists() or not any(runs.iterdir())
 
 
