@@ -42,6 +42,9 @@ __all__ = [
 PolicyKind = Literal["linear", "mlp", "lstm"]
 Activation = Literal["tanh", "relu"]
 ActionKind = Literal["discrete", "box"]
+#: ``normc``: OpenAI-ES (normalised-column weights, a small output layer, zero biases);
+#: ``torch``: PyTorch's ``nn.Linear`` default (weights and biases uniform(+-1/sqrt(fan_in))).
+InitScheme = Literal["normc", "torch"]
 #: What :meth:`Policy.act` returns: an ``int`` for discrete spaces, a float32 array for Box.
 Action = int | np.ndarray
 
@@ -88,6 +91,7 @@ class PolicySpec:
     discretize: int = 0
     obs_clip: float = 5.0
     init_output_scale: float = 0.01
+    init: InitScheme = "normc"
 
     def __post_init__(self) -> None:
         """Normalise sequences to tuples and validate every field."""
@@ -136,6 +140,10 @@ class PolicySpec:
                 raise ValueError("discretize applies to Box action spaces only")
         if not self.obs_clip > 0:
             raise ValueError(f"obs_clip must be positive, got {self.obs_clip}")
+        if self.init not in get_args(InitScheme):
+            raise ValueError(
+                f"policy init must be one of {get_args(InitScheme)}, got {self.init!r}"
+            )
 
     @property
     def out_dim(self) -> int:
@@ -175,6 +183,7 @@ class PolicySpec:
         if self.kind == "lstm":
             act = ""
         disc = f" discretize={self.discretize}" if self.discretize else ""
+        disc += f" init={self.init}" if self.init != "normc" else ""
         return (
             f"{self.kind} {sizes}{act}, {self.action_kind}({self.action_dim}){disc}, "
             f"{self.num_params} params"
@@ -194,6 +203,7 @@ class PolicySpec:
             "discretize": self.discretize,
             "obs_clip": self.obs_clip,
             "init_output_scale": self.init_output_scale,
+            "init": self.init,
         }
 
     @classmethod
@@ -219,6 +229,7 @@ def policy_spec_for(
     *,
     obs_clip: float = 5.0,
     init_output_scale: float = 0.01,
+    init: InitScheme = "normc",
 ) -> PolicySpec:
     """Build a :class:`PolicySpec` matching ``env``'s observation and action spaces.
 
@@ -262,6 +273,7 @@ def policy_spec_for(
         discretize=discretize,
         obs_clip=obs_clip,
         init_output_scale=init_output_scale,
+        init=init,
     )
 
 
@@ -439,16 +451,30 @@ class FeedForwardPolicy(Policy):
         self._zero = np.zeros((), dtype=_F32)
 
     def init_params(self, rng: np.random.Generator) -> np.ndarray:
-        """OpenAI-ES init: normc weights (std 1 hidden, ``init_output_scale`` output), zero bias."""
+        """OpenAI-ES init: normc weights (std 1 hidden, ``init_output_scale`` output), zero bias.
+
+        With ``init="torch"``, PyTorch's ``nn.Linear`` default instead (GoodAI's OptimES):
+        weights and biases uniform in +-1/sqrt(fan_in), so a discretised output starts
+        spread over its levels rather than all at the middle one.
+        """
         parts: list[np.ndarray] = []
         for name, shape in self._layout:
-            if name.endswith(".bias"):
+            if self.spec.init == "torch":
+                fan_in = self._layout_fan_in(name)
+                bound = 1.0 / math.sqrt(fan_in)
+                parts.append(rng.uniform(-bound, bound, size=math.prod(shape)))
+            elif name.endswith(".bias"):
                 parts.append(np.zeros(shape))
             else:
                 n_out, n_in = shape
                 std = self.spec.init_output_scale if name.startswith("out.") else 1.0
                 parts.append(_normc(rng, (n_out, n_in), std).ravel())
         return np.concatenate([p.ravel() for p in parts]).astype(_F32)
+
+    def _layout_fan_in(self, name: str) -> int:
+        """Inputs of the layer a weight or bias block belongs to."""
+        layer = name.partition(".")[0]
+        return dict(self._layout)[f"{layer}.weight"][1]
 
     def _load(self, blocks: dict[str, np.ndarray]) -> None:
         names = [f"l{k}" for k in range(len(self._mats) - 1)] + ["out"]
@@ -547,12 +573,16 @@ class LSTMPolicy(Policy):
         ]
 
     def init_params(self, rng: np.random.Generator) -> np.ndarray:
-        """torch-style LSTM init (weights and biases uniform(±1/sqrt(H))), normc output layer."""
+        """torch-style LSTM init (weights and biases uniform(±1/sqrt(H))), normc output layer
+        (``init="torch"``: the output layer as ``nn.Linear`` too)."""
         parts: list[np.ndarray] = []
         for name, shape in self._layout:
             if name.startswith("lstm"):
                 k = int(name[4 : name.index(".")])
                 bound = 1.0 / math.sqrt(self.spec.hidden_sizes[k])
+                parts.append(rng.uniform(-bound, bound, size=math.prod(shape)))
+            elif self.spec.init == "torch":
+                bound = 1.0 / math.sqrt(self.spec.hidden_sizes[-1])  # nn.Linear's, fan_in H
                 parts.append(rng.uniform(-bound, bound, size=math.prod(shape)))
             elif name == "out.weight":
                 n_out, n_in = shape

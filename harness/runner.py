@@ -234,6 +234,7 @@ def build_policy_spec(config: dict[str, Any]) -> PolicySpec:
             hidden_sizes=tuple(policy["hidden_sizes"]),
             activation=policy["activation"],
             discretize=policy.get("discretize", 0),
+            init=policy.get("init", "normc"),
         )
     finally:
         env.close()

@@ -392,6 +392,18 @@ KNOBS: tuple[Knob, ...] = (
         least=0,
         per_env=True,
     ),
+    Knob(
+        "policy.init",
+        str,
+        "normc",
+        "initial parameters: normc (OpenAI-ES: small output layer, zero biases) or torch "
+        "(PyTorch nn.Linear's uniform +-1/sqrt(fan_in), GoodAI's OptimES)",
+        section="policy",
+        families=ES,
+        settable=True,
+        choices=("normc", "torch"),
+        per_env=True,
+    ),
     # -- bookkeeping --------------------------------------------------------------------
     Knob(
         "sweep",

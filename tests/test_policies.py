@@ -154,6 +154,27 @@ def test_init_params_openai_normc() -> None:
     np.testing.assert_allclose(np.linalg.norm(lblocks["out.weight"], axis=1), 0.01, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["linear", "mlp", "lstm"])
+def test_init_params_torch_is_nn_linears_uniform_bound(kind: str) -> None:
+    hidden = {"linear": (), "mlp": (64, 64), "lstm": (16,)}[kind]
+    spec = PolicySpec(**{**_box_spec(kind, hidden, 28, 8).to_dict(), "init": "torch"})
+    policy = build_policy(spec)
+    flat = policy.init_params(np.random.default_rng(0))
+    blocks = policy.split_params(flat)
+    fan_ins = {"out": hidden[-1] if hidden else 28, "l0": 28, "l1": 64}
+    for name, block in blocks.items():
+        layer = name.partition(".")[0]
+        bound = 1 / np.sqrt(fan_ins.get(layer, 16))  # lstm0: torch's 1/sqrt(hidden)
+        assert np.abs(block).max() <= bound and np.abs(block).max() > 0.5 * bound, name
+    linear = nn.Linear(fan_ins["out"], 8)  # what PyTorch itself draws for the output layer
+    torch_bound = float(torch.cat([linear.weight.flatten(), linear.bias]).abs().max())
+    assert 0.75 / np.sqrt(fan_ins["out"]) < torch_bound <= 1 / np.sqrt(fan_ins["out"])
+    assert spec.describe().count("init=torch") == 1
+    assert PolicySpec.from_dict(spec.to_dict()) == spec
+    with pytest.raises(ValueError, match="policy init must be one of"):
+        PolicySpec(**{**spec.to_dict(), "init": "xavier"})
+
+
 def test_discrete_head_and_discretized_box() -> None:
     env = gym.make("CartPole-v1")
     spec = policy_spec_for(env, "mlp", (8,))

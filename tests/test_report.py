@@ -900,3 +900,12 @@ def test_a_run_stopped_before_its_final_parameters_stays_in_its_group(
     assert main(["report", str(runs), "--out", str(out), "--map-runs", "0", "--all-statuses"]) == 0
     summary = pd.read_csv(out / "summary.csv")
     assert summary[GROUP].nunique() == 1, summary[GROUP].tolist()
+
+
+def test_policy_text_names_the_init_only_when_it_is_not_openais() -> None:
+    from harness.report.settings import policy_text
+
+    policy = {"kind": "mlp", "hidden_sizes": [64, 64], "activation": "relu", "discretize": 5}
+    assert policy_text({"policy": policy}) == "mlp 64-64 relu, 5 action levels"
+    torch_init = {"policy": {**policy, "init": "torch"}}
+    assert policy_text(torch_init) == "mlp 64-64 relu, 5 action levels, torch init"

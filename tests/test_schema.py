@@ -196,6 +196,7 @@ ES_ONLY_EXAMPLES = {
     "sync": "broadcast",
     "population_per_worker": 4,
     "policy.discretize": 5,
+    "policy.init": "torch",
 }
 
 

@@ -81,7 +81,7 @@ def _number(value: Any) -> str:
 
 
 def policy_text(config: dict[str, Any], sb3_policy: Any = None) -> str:
-    """``linear``, ``mlp 64-64 relu, 5 action levels``, ``lstm 16``; SB3's net_arch when known.
+    """``linear``, ``mlp 64-64 relu, 5 action levels, torch init``, ``lstm 16``; SB3's net_arch.
 
     PPO/A2C train SB3's own network (``net_arch``), not the harness policy named in
     ``policy.kind``, so for them only the SB3 network is shown.
@@ -100,6 +100,8 @@ def policy_text(config: dict[str, Any], sb3_policy: Any = None) -> str:
             parts[0] += f" {policy['activation']}"
     if policy.get("discretize"):
         parts.append(f"{policy['discretize']} action levels")
+    if policy.get("init", "normc") != "normc":
+        parts.append(f"{policy['init']} init")
     return ", ".join(parts)
 
 
