@@ -105,6 +105,14 @@ def test_diff_names_metric_step_and_values() -> None:
     ]
 
 
+def test_a_policy_knob_newer_than_the_golden_file_counts_only_off_its_default() -> None:
+    golden: dict[str, Any] = {"config": {"policy": {"kind": "mlp"}}, "metrics": {}}
+    assert compare_golden(golden, {"policy": {"kind": "mlp", "init": "normc"}}, {}) == []
+    moved = compare_golden(golden, {"policy": {"kind": "mlp", "init": "torch"}}, {})
+    assert len(moved) == 1 and moved[0].startswith("config policy:") and "torch" in moved[0]
+    assert compare_golden(golden, {"policy": {"kind": "linear", "init": "normc"}}, {})
+
+
 def test_catches_a_run_that_is_not_reproducible(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()

@@ -96,6 +96,7 @@ def test_goodai_policies_have_the_published_sizes() -> None:
         "hidden_sizes": [64, 64],
         "activation": "relu",
         "discretize": 5,
+        "init": "normc",
     }
     assert by_name["pendulum"]["env"] == "PendulumPO"
     assert by_name["pendulum"]["policy"]["kind"] == "lstm"
