@@ -398,8 +398,7 @@ def compare_golden(
             }
         if here != stored.get(key):
             lines.append(
-                f"config {key}: {config.get(key)!r} here vs "
-                f"{stored.get(key)!r} in the golden file"
+                f"config {key}: {config.get(key)!r} here vs {stored.get(key)!r} in the golden file"
             )
     digits = int(golden.get("digits", GOLDEN_DIGITS))
     stored_metrics = {
