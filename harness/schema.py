@@ -70,6 +70,9 @@ class Knob:
     per_env: bool = False
     #: argparse metavar of the flag (default: the key in capitals)
     metavar: str | None = None
+    #: runs recorded before the knob existed behaved as its default does, so their
+    #: rebuilt commands need no warning (a knob that names what the code always did)
+    default_is_the_old_behaviour: bool = False
 
     @property
     def key(self) -> str:
@@ -403,6 +406,7 @@ KNOBS: tuple[Knob, ...] = (
         settable=True,
         choices=("normc", "torch"),
         per_env=True,
+        default_is_the_old_behaviour=True,
     ),
     # -- bookkeeping --------------------------------------------------------------------
     Knob(

@@ -909,3 +909,15 @@ def test_policy_text_names_the_init_only_when_it_is_not_openais() -> None:
     assert policy_text({"policy": policy}) == "mlp 64-64 relu, 5 action levels"
     torch_init = {"policy": {**policy, "init": "torch"}}
     assert policy_text(torch_init) == "mlp 64-64 relu, 5 action levels, torch init"
+
+
+def test_a_run_older_than_policy_init_gets_no_warning_for_it_but_does_for_other_knobs() -> None:
+    from harness.config import build_run_config
+    from harness.report.settings import unrecorded_keys
+
+    config = build_run_config({"algo": "optimes", "env": "CartPole", "timesteps": 100}).config
+    assert unrecorded_keys(config) == []
+    old = {**config, "policy": {k: v for k, v in config["policy"].items() if k != "init"}}
+    assert unrecorded_keys(old) == []  # every run before the knob used normc, its default
+    older = {k: v for k, v in old.items() if k != "sync"}
+    assert unrecorded_keys(older) == ["sync"]

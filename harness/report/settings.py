@@ -365,7 +365,21 @@ def unrecorded_keys(config: dict[str, Any]) -> list[str]:
     if base is None:
         return []
     have = _flat(config)
-    return [k for k in _flat(base) if k not in have and k not in NOT_COMMAND]
+    return [
+        key
+        for key in _flat(base)
+        if key not in have and key not in NOT_COMMAND and key not in _always_default_before()
+    ]
+
+
+@lru_cache(maxsize=1)
+def _always_default_before() -> frozenset[str]:
+    """Knobs whose default is what the code did before they existed (no warning needed)."""
+    try:
+        from harness import schema
+    except ImportError:
+        return frozenset()
+    return frozenset(k.name for k in schema.knobs() if k.default_is_the_old_behaviour)
 
 
 def commands(runs: pd.DataFrame, records: dict[str, Any]) -> list[tuple[str, str]]:
