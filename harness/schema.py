@@ -348,9 +348,9 @@ KNOBS: tuple[Knob, ...] = (
         "reward_transform",
         str,
         "none",
-        "training reward: none, shift:C or locomotion:alive=A,costs=C,fall=F[,limits=L] "
-        "(envs/reward_shaping.py; ES fitness and RL rewards use it, evaluation always "
-        "uses the env's reward)",
+        "training reward: none, shift:C or locomotion:alive=A,costs=C,fall=F[,limits=L]"
+        "[,anneal=G0:G1 generations | ,anneal_timesteps=T0:T1] (envs/reward_shaping.py; ES "
+        "fitness and RL rewards use it, evaluation always uses the env's reward)",
         families=ALL,
         settable=True,
         per_env=True,
