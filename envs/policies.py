@@ -454,8 +454,9 @@ class FeedForwardPolicy(Policy):
         """OpenAI-ES init: normc weights (std 1 hidden, ``init_output_scale`` output), zero bias.
 
         With ``init="torch"``, PyTorch's ``nn.Linear`` default instead (GoodAI's OptimES):
-        weights and biases uniform in +-1/sqrt(fan_in), so a discretised output starts
-        spread over its levels rather than all at the middle one.
+        weights and biases uniform in +-1/sqrt(fan_in). Its larger outputs let more of the
+        first perturbations of a discretised policy cross a level
+        (reports/benchmarks/goodai_ant_init_plateau.txt).
         """
         parts: list[np.ndarray] = []
         for name, shape in self._layout:
