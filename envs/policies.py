@@ -459,9 +459,10 @@ class FeedForwardPolicy(Policy):
         (reports/benchmarks/goodai_ant_init_plateau.txt).
         """
         parts: list[np.ndarray] = []
+        fan_in = 0  # of the layer being drawn: its weight block comes before its bias
         for name, shape in self._layout:
             if self.spec.init == "torch":
-                fan_in = self._layout_fan_in(name)
+                fan_in = shape[1] if name.endswith(".weight") else fan_in
                 bound = 1.0 / math.sqrt(fan_in)
                 parts.append(rng.uniform(-bound, bound, size=math.prod(shape)))
             elif name.endswith(".bias"):
@@ -471,11 +472,6 @@ class FeedForwardPolicy(Policy):
                 std = self.spec.init_output_scale if name.startswith("out.") else 1.0
                 parts.append(_normc(rng, (n_out, n_in), std).ravel())
         return np.concatenate([p.ravel() for p in parts]).astype(_F32)
-
-    def _layout_fan_in(self, name: str) -> int:
-        """Inputs of the layer a weight or bias block belongs to."""
-        layer = name.partition(".")[0]
-        return dict(self._layout)[f"{layer}.weight"][1]
 
     def _load(self, blocks: dict[str, np.ndarray]) -> None:
         names = [f"l{k}" for k in range(len(self._mats) - 1)] + ["out"]

@@ -132,10 +132,11 @@ class RewardTransform:
         if key == "anneal" and colon and not (first.isdigit() and last.isdigit()):
             start = end = -1  # generations are whole numbers
         if not colon or start < 0 or end < start:
-            unit = "generations G0:G1" if key == "anneal" else "timesteps T0:T1"
-            low, high = unit.split()[1].split(":")
+            unit, low, high = (
+                ("generations", "G0", "G1") if key == "anneal" else ("timesteps", "T0", "T1")
+            )
             raise RewardTransformError(
-                f"reward_transform {text!r}: {key} takes {unit} with "
+                f"reward_transform {text!r}: {key} takes {unit} {low}:{high} with "
                 f"0 <= {low} <= {high}, got {value!r}"
             )
         return start, end
