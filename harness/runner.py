@@ -3,8 +3,10 @@
 Checkpoints and interrupts. After every step the loop *commits*: it freezes
 the whole state (progress counters, the algorithm's ``state_dict``: parameters,
 optimizer moments, obs-normalisation statistics, episode cap, schedules) into
-bytes. Every ``checkpoint_every`` steps, and at the end, that snapshot is
-written atomically to ``checkpoint.pkl`` after the metrics logged so far are
+bytes. Every ``checkpoint_every`` steps, after any step that ends
+``checkpoint_every_seconds`` after the last write (long generations, such as
+k = 5 on Ant, would otherwise go a whole run between checkpoints), and at the
+end, that snapshot is written atomically to ``checkpoint.pkl`` after the metrics logged so far are
 flushed to ``metrics.json``, so the metrics on disk always reach at least the
 checkpoint's step. Ctrl-C (SIGINT) interrupts at once; the last commit is
 written (the partial step is dropped) and Sacred records INTERRUPTED. A
@@ -340,6 +342,7 @@ class Trainer:
         self._training_started_at: float | None = None  # Unix time, for `harness bench solve`
         self._snapshot: tuple[int, bytes] | None = None
         self._saved_step = -1
+        self._saved_at = time.perf_counter()
         self._checkpointable = True
         self._snapshot_s = 0.0  # seconds the last state freeze took
         self._step_s = 0.0  # seconds the last algorithm step took
@@ -564,6 +567,7 @@ class Trainer:
         self._flush_metrics()  # metrics on disk reach the checkpoint's step before it exists
         write_checkpoint_payload(self.run_dir / CHECKPOINT_NAME, payload)
         self._saved_step = step
+        self._saved_at = time.perf_counter()
 
     def save_checkpoint(self) -> None:
         """Write the current state as the run's checkpoint."""
@@ -576,6 +580,7 @@ class Trainer:
         p = self.progress
         interval = int(self.config["eval_every_timesteps"])
         checkpoint_every = int(self.config["checkpoint_every"])
+        checkpoint_seconds = float(self.config.get("checkpoint_every_seconds") or 0.0)
         bar = self._progress_bar()
         for part, seconds in self._startup.items():
             self._book(part, seconds)
@@ -619,7 +624,12 @@ class Trainer:
                         self._log_time_breakdown()
                     self._update_bar(bar)
                 with self._timed("checkpoint"):
-                    self._commit(write=bool(checkpoint_every) and p.step % checkpoint_every == 0)
+                    by_steps = bool(checkpoint_every) and p.step % checkpoint_every == 0
+                    by_time = (
+                        checkpoint_seconds > 0
+                        and time.perf_counter() - self._saved_at >= checkpoint_seconds
+                    )
+                    self._commit(write=by_steps or by_time)
                 if p.step == self._interrupt_at:
                     os.kill(os.getpid(), signal.SIGINT)
         except (KeyboardInterrupt, WorkerLostError):

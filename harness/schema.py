@@ -281,6 +281,17 @@ KNOBS: tuple[Knob, ...] = (
         per_env=True,
     ),
     Knob(
+        "checkpoint_every_seconds",
+        float,
+        300.0,
+        "also write one after a step when the last is this many seconds old (0: steps only)",
+        settable=True,
+        least=0,
+        per_env=True,
+        # When a checkpoint is written never changes a result, so older runs need no warning.
+        default_is_the_old_behaviour=True,
+    ),
+    Knob(
         "max_episode_steps",
         int,
         None,

@@ -26,7 +26,7 @@ from harness.report import anchors as anchor_mod
 from harness.report import audit, scaling, settings, stats
 from harness.report.data import GROUP, add_groups, common_budget, eval_curves, scores_at
 from harness.report.tables import score_table
-from harness.report.umap_map import models_from_population, pca
+from harness.report.umap_map import ModelCloud, centres_caption, models_from_population, pca
 from harness.sweep import load_sweep, run_sweep
 from tests.conftest import harness_cli
 
@@ -689,6 +689,19 @@ def test_umap_models_are_rebuilt_exactly_as_workers_build_them(tmp_path: Path) -
     np.testing.assert_array_equal(candidates[-1], expected)
     assert cloud.fitness[~cloud.is_centre].tolist() == [1.0, 2.0, 3.0, 4.0] * 2
     assert sorted(set(cloud.generation.tolist())) == [1, 3]
+
+
+def test_map_caption_counts_repeated_centres_once() -> None:
+    params = np.array([[0.0, 1.0], [0.0, 1.0], [2.0, 3.0], [0.5, 0.5]])
+    cloud = ModelCloud(
+        params=params,
+        fitness=np.zeros(4),
+        generation=np.array([1, 2, 3, 3]),
+        is_centre=np.array([True, True, True, False]),
+    )
+    assert centres_caption(cloud) == "3 centres (2 distinct)"
+    cloud.is_centre[1] = False
+    assert centres_caption(cloud) == "2 centres"
 
 
 def test_pca_map_matches_the_leading_principal_components() -> None:

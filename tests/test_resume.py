@@ -196,6 +196,32 @@ def test_killed_head_resumes_from_its_last_checkpoint(
     _assert_same(reference, record["metrics"])
 
 
+def test_a_checkpoint_every_few_seconds_when_steps_never_trigger_one(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    proc = _start_long_run(
+        runs,
+        "--backend",
+        "inline",
+        "--set",
+        "checkpoint_every=0",
+        "--set",
+        "checkpoint_every_seconds=0.05",
+    )
+    _wait_for_checkpoint(runs, proc, 3)  # checkpoint_every=0 writes only step 0 and the end
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    run_dir = runs / "1"
+    step = int(load_checkpoint(run_dir / "checkpoint.pkl")["progress"]["step"])
+    assert 3 <= step < GENERATIONS
+    harness_cli("resume", str(run_dir), "--generations", str(GENERATIONS))
+    record = read_run(run_dir)
+    assert record["run"]["resumed"][0]["from_step"] == step
+    assert record["config"]["checkpoint_every"] == 0  # the later --set won
+    _assert_same(reference, record["metrics"])
+
+
 def test_a_larger_budget_extends_a_completed_run_exactly(
     reference: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -133,7 +133,14 @@ def varying(runs: pd.DataFrame, column: str) -> bool:
 #: Config columns that never make two runs different configurations: identity and
 #: bookkeeping (how often to checkpoint or log the population does not change a result).
 NOT_SETTINGS = frozenset(
-    {"seed", "sweep", "ray_address", "checkpoint_every", "population_log_every"}
+    {
+        "seed",
+        "sweep",
+        "ray_address",
+        "checkpoint_every",
+        "checkpoint_every_seconds",
+        "population_log_every",
+    }
 )
 
 

@@ -184,6 +184,18 @@ def embed(params: np.ndarray, seed: int = 0, method: str = "pca") -> np.ndarray:
     return embedding
 
 
+def centres_caption(cloud: ModelCloud) -> str:
+    """ "N centres", with how many are distinct when some repeat.
+
+    Optimizers that keep their recommendation between generations (Nevergrad's ES)
+    store repeated centres, which overlap on the map as one point.
+    """
+    centres = cloud.params[cloud.is_centre]
+    distinct = len(np.unique(centres, axis=0))
+    repeats = f" ({distinct} distinct)" if distinct < len(centres) else ""
+    return f"{len(centres)} centres{repeats}"
+
+
 def population_figure(
     record: RunRecord,
     log: PopulationLog,
@@ -254,9 +266,9 @@ def population_figure(
         else ("stored candidate vectors" if log.candidates is not None else "stored centres")
     )
     models = (
-        f"{n_models} {kind} and {len(order)} centres"
+        f"{n_models} {kind} and {centres_caption(cloud)}"
         if n_models
-        else (f"{len(order)} stored centres, no candidates logged")
+        else f"{centres_caption(cloud)} stored, no candidates logged"
     )
     text = f"{title_caption} · run {record.path.name}: {models}, {log.centre.shape[1]} parameters"
     if method == "pca":
