@@ -769,6 +769,13 @@ def test_groups_split_on_any_setting_but_ignore_unrecorded_keys() -> None:
     assert grouped[GROUP].tolist() == ["x [population=10]"] * 2 + ["x [population=40]"] * 2
 
 
+def test_a_run_older_than_a_knob_groups_with_the_default_it_followed() -> None:
+    runs = _four_runs(**{"policy.init": [math.nan, "normc", "torch", "torch"]})
+    recorded = {"a": [], "b": ["policy.init"], "c": ["policy.init"], "d": ["policy.init"]}
+    grouped = add_groups(runs, ["policy.init"], recorded)
+    assert grouped[GROUP].tolist() == ["x [init=normc]"] * 2 + ["x [init=torch]"] * 2
+
+
 def test_a_setting_that_changes_with_w_still_names_the_groups() -> None:
     runs = _four_runs(
         workers=[1, 1, 8, 8], reward_transform=["shaped", "shaped", "annealed", "annealed"]

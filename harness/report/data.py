@@ -15,6 +15,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -144,6 +145,20 @@ NOT_SETTINGS = frozenset(
 )
 
 
+@lru_cache(maxsize=1)
+def defaults_older_runs_followed() -> dict[str, Any]:
+    """Knobs whose default is what the code did before they existed, with that default.
+
+    A run recorded before such a knob behaved as its default does, so it groups with
+    runs that recorded the default and its rebuilt command needs no warning.
+    """
+    try:
+        from harness import schema
+    except ImportError:
+        return {}
+    return {k.name: k.default for k in schema.knobs() if k.default_is_the_old_behaviour}
+
+
 def settings_columns(configs: Iterable[dict[str, Any]]) -> list[str]:
     """Columns (as :func:`harness.records.flatten_config` names them) that define a
     configuration: every config key but the seed and bookkeeping, in first-seen order."""
@@ -195,15 +210,17 @@ def add_groups(
     labels = pd.Series("", index=runs.index, dtype=object)
     settings = [c for c in settings if c in runs]
     known = {run: set(columns) for run, columns in (recorded or {}).items()}
+    followed = defaults_older_runs_followed()
 
     def values(frame: pd.DataFrame, column: str) -> pd.Series:
-        """Display values; None where the run did not record the key."""
+        """Display values; None where the run did not record the key (its default where
+        older runs followed it)."""
         out = []
         for run, value in zip(frame["run"], frame[column], strict=True):
             if recorded is None:
                 out.append(_value_text(value) if _present(value) else None)
             elif column not in known.get(run, set()):
-                out.append(None)
+                out.append(_value_text(followed[column]) if column in followed else None)
             else:
                 out.append(_value_text(value) if _present(value) else "none")
         return pd.Series(out, index=frame.index, dtype=object)

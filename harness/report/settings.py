@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.data import GROUP, NOT_SETTINGS, budget_phrase
+from harness.report.data import GROUP, NOT_SETTINGS, budget_phrase, defaults_older_runs_followed
 
 RL_ALGOS = ("ppo", "a2c")
 #: Columns of the main settings table, in order (identity columns come first).
@@ -372,14 +372,9 @@ def unrecorded_keys(config: dict[str, Any]) -> list[str]:
     ]
 
 
-@lru_cache(maxsize=1)
 def _always_default_before() -> frozenset[str]:
     """Knobs whose default is what the code did before they existed (no warning needed)."""
-    try:
-        from harness import schema
-    except ImportError:
-        return frozenset()
-    return frozenset(k.name for k in schema.knobs() if k.default_is_the_old_behaviour)
+    return frozenset(defaults_older_runs_followed())
 
 
 def commands(runs: pd.DataFrame, records: dict[str, Any]) -> list[tuple[str, str]]:
