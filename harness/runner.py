@@ -73,6 +73,7 @@ from harness.checkpoint import (
 from harness.config import validate_params
 from harness.cputime import CpuMeter
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
+from harness.signals import interrupt_on_stop_signals
 
 #: Packages a remote (Ray cluster) worker needs besides the evaluation layer's own
 #: (``evaluation``, ``envs``): the algorithms, whose replicas travel pickled (sync=seeds).
@@ -209,20 +210,6 @@ def sigint_ignored() -> Iterator[None]:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-
-
-def make_head_interruptible() -> None:
-    """Give the head Python's KeyboardInterrupt handler if it inherited SIGINT as ignored.
-
-    A head started by a background job of a shell (``nohup harness sweep ... &``) inherits
-    SIGINT ignored, and Python then installs no handler: the sweep's SIGINT to a cell it
-    stops, and ``check-repro``'s self-interrupt, would be lost and the run would go on.
-    Only the head is changed; workers still start with SIGINT ignored (:func:`sigint_ignored`).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def build_policy_spec(config: dict[str, Any]) -> PolicySpec:
@@ -576,7 +563,7 @@ class Trainer:
     # -- the loop -------------------------------------------------------------
     def train(self) -> dict[str, Any]:
         """Step until the budget is used; return a summary."""
-        make_head_interruptible()
+        interrupt_on_stop_signals()
         p = self.progress
         interval = int(self.config["eval_every_timesteps"])
         checkpoint_every = int(self.config["checkpoint_every"])

@@ -126,14 +126,18 @@ def _assert_same(reference: dict[str, Any], metrics: dict[str, Any]) -> None:
     assert steps == list(range(1, GENERATIONS + 1))
 
 
+@pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
 def test_ctrl_c_writes_a_checkpoint_and_resume_matches(
-    reference: dict[str, Any], tmp_path: Path
+    reference: dict[str, Any], tmp_path: Path, stop: str
 ) -> None:
     runs = tmp_path / "runs"
     proc = _start_long_run(runs, "--backend", "process", "--workers", "2")
     _wait_for_checkpoint(runs, proc, 3)
     workers = _children(proc.pid)
-    os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C: the whole group
+    if stop == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C: the whole group
+    else:
+        proc.terminate()  # `kill PID`: SIGTERM to the head alone
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr

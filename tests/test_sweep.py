@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -246,6 +247,36 @@ def test_a_crashing_cell_does_not_stop_the_sweep(tmp_path: Path) -> None:
     again = run_sweep(sweep, runs, jobs=2, progress=False, echo=lines.append)
     assert [o.action for o in again.outcomes] == ["skipped", "ran", "skipped"]
     assert not again.failed
+
+
+def test_kill_stops_the_sweep_and_its_running_cell(tmp_path: Path) -> None:
+    """SIGTERM to the sweep: its cell (in its own session) is stopped and resumable."""
+    path = write_sweep(tmp_path, "killed", [0])
+    path.write_text(path.read_text().replace("timesteps: 1500", "timesteps: 100000000"))
+    runs = tmp_path / "runs"
+    env = {**os.environ, "HARNESS_PROGRESS": "0"}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "sweep", str(path), "--runs-dir", str(runs)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(runs.glob("*/checkpoint.pkl")):
+        assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
+        time.sleep(0.05)
+    (run_dir,) = [p.parent for p in runs.glob("*/checkpoint.pkl")]
+    head = json.loads((run_dir / "run.json").read_text())["head"]["pid"]
+    sweep.terminate()
+    _, stderr = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130, stderr
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "INTERRUPTED"
+    assert (
+        not Path(f"/proc/{head}").exists()
+        or "zombie" in Path(f"/proc/{head}/status").read_text().lower()
+    ), "the cell outlived its sweep"
 
 
 def test_two_sweeps_at_once_into_one_runs_dir_lose_nothing(tmp_path: Path) -> None:

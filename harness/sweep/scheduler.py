@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import rundir
+from harness.signals import interrupt_on_stop_signals
 from harness.sweep.spec import Cell, Sweep
 from harness.sweep.store import completed_runs, find_completed, resumable_run
 
@@ -250,6 +251,7 @@ def run_sweep(
                     return outcome
             return run_cell(cell, runs_dir, log_dir, children, python)
 
+    interrupt_on_stop_signals()  # kill stops the cells first, as Ctrl-C does
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="sweep-cell")
     pending: set[Future[CellOutcome]] = set()
     try:
