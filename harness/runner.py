@@ -6,9 +6,10 @@ optimizer moments, obs-normalisation statistics, episode cap, schedules) into
 bytes. Every ``checkpoint_every`` steps, after any step that ends
 ``checkpoint_every_seconds`` after the last write (long generations, such as
 k = 5 on Ant, would otherwise go a whole run between checkpoints), and at the
-end, that snapshot is written atomically to ``checkpoint.pkl`` after the metrics logged so far are
-flushed to ``metrics.json``, so the metrics on disk always reach at least the
-checkpoint's step. Ctrl-C (SIGINT) interrupts at once; the last commit is
+end, that snapshot is written atomically to ``checkpoint.pkl`` after the
+metrics logged so far are flushed to ``metrics.json``, so the metrics on disk
+always reach at least the checkpoint's step. Ctrl-C (SIGINT) and ``kill``
+(SIGTERM, :mod:`harness.signals`) interrupt at once; the last commit is
 written (the partial step is dropped) and Sacred records INTERRUPTED. A
 killed head (SIGKILL) leaves the last periodic checkpoint. ``harness resume``
 loads either, drops the metrics logged after it and re-does those steps, which

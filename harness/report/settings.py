@@ -365,16 +365,12 @@ def unrecorded_keys(config: dict[str, Any]) -> list[str]:
     if base is None:
         return []
     have = _flat(config)
+    followed = defaults_older_runs_followed()  # no warning: the run did what they default to
     return [
         key
         for key in _flat(base)
-        if key not in have and key not in NOT_COMMAND and key not in _always_default_before()
+        if key not in have and key not in NOT_COMMAND and key not in followed
     ]
-
-
-def _always_default_before() -> frozenset[str]:
-    """Knobs whose default is what the code did before they existed (no warning needed)."""
-    return frozenset(defaults_older_runs_followed())
 
 
 def commands(runs: pd.DataFrame, records: dict[str, Any]) -> list[tuple[str, str]]:

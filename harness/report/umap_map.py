@@ -185,7 +185,7 @@ def embed(params: np.ndarray, seed: int = 0, method: str = "pca") -> np.ndarray:
 
 
 def centres_caption(cloud: ModelCloud) -> str:
-    """ "N centres", with how many are distinct when some repeat.
+    """The caption's centre count, with how many are distinct when some repeat.
 
     Optimizers that keep their recommendation between generations (Nevergrad's ES)
     store repeated centres, which overlap on the map as one point.
