@@ -153,6 +153,7 @@ def test_report_end_to_end(
         "scores_common_budget.png",
         "eval_vs_timesteps.png",
         "eval_vs_wallclock.png",
+        "fitness_vs_timesteps.png",
         "episodes_per_fitness.png",
         "scaling.png",
         "bytes_per_generation.png",
@@ -941,3 +942,27 @@ def test_a_run_older_than_policy_init_gets_no_warning_for_it_but_does_for_other_
     assert unrecorded_keys(old) == []  # every run before the knob used normc, its default
     older = {k: v for k, v in old.items() if k != "sync"}
     assert unrecorded_keys(older) == ["sync"]
+
+
+def test_training_fitness_is_drawn_for_es_runs_only(sweep_runs: Path) -> None:
+    from harness.report import plots
+    from harness.report.data import GROUP, add_groups
+
+    table = load_runs([sweep_runs])
+    steps, runs = table.steps, add_groups(table.runs)
+    fig = plots.fitness_curve_figure(steps, runs)
+    assert fig is not None
+    ax = fig.axes[0]
+    drawn = {label.split(" (n=")[0] for label in ax.get_legend_handles_labels()[1]}
+    assert drawn == set(runs[GROUP])
+    # a run's bold line is the trailing mean of its logged fitness
+    run = runs["run"].iloc[0]
+    logged = steps[(steps["run"] == run) & steps["fitness_mean"].notna()]
+    expected = logged["fitness_mean"].rolling(plots.FITNESS_WINDOW, min_periods=1).mean()
+    assert any(
+        np.allclose(line.get_ydata(), expected.to_numpy())
+        for line in ax.get_lines()
+        if len(line.get_ydata()) == len(expected)
+    )
+    plots.plt.close(fig)
+    assert plots.fitness_curve_figure(steps.drop(columns="fitness_mean"), runs) is None

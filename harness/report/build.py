@@ -368,6 +368,42 @@ class ReportBuilder:
             )
         return section
 
+    def fitness(self) -> Section:
+        section = Section("Training fitness against timesteps")
+        if not self.figure(
+            section,
+            plots.fitness_curve_figure(self.steps, self.runs),
+            "fitness_vs_timesteps.png",
+            "training fitness against timesteps",
+        ):
+            section.paragraphs.append("Not drawn: no run here logged a population fitness.")
+            return section
+        section.paragraphs.append(
+            "What each ES optimised, generation by generation: the mean training return of "
+            "its candidates. It moves before the evaluations do (an ES leaving a plateau, a "
+            "shaped reward being learnt) and is read with the settings table: a run with a "
+            "reward_transform is scored on that reward, not the env's."
+        )
+        fitted = (
+            self.runs[
+                self.runs["run"].isin(
+                    set(self.steps.loc[self.steps["fitness_mean"].notna(), "run"])
+                )
+            ]
+            if "fitness_mean" in self.steps
+            else None
+        )
+        if fitted is not None and "reward_transform" in fitted:
+            for env, frame in fitted.groupby("env"):
+                transforms = sorted(frame["reward_transform"].fillna("none").astype(str).unique())
+                if len(transforms) > 1:
+                    section.paragraphs.append(
+                        f"{env}: the groups differ in reward_transform "
+                        f"({'; '.join(transforms)}): their fitness levels compare only where "
+                        "those rewards agree; their evaluations always do."
+                    )
+        return section
+
     def profiles(self) -> Section | None:
         if self.runs["env"].nunique() < 2:
             return None
@@ -735,6 +771,7 @@ def _build_report(
         builder.curves(
             "wall_time_s", "eval_vs_wallclock.png", "Evaluation return against wall-clock"
         ),
+        builder.fitness(),
         builder.profiles(),
         builder.episodes(),
         builder.scaling(),

@@ -308,6 +308,89 @@ def eval_curve_figure(
     return finish(fig, f"Evaluation return against {what}", caption(runs, note))
 
 
+#: Generations in the trailing window that smooths a training-fitness curve.
+FITNESS_WINDOW = 5
+
+
+def fitness_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
+    """Each ES run's training fitness (population mean per generation) against timesteps.
+
+    The fitness is what the optimiser saw: the training reward, shaped where the run's
+    ``reward_transform`` says so, of perturbed candidates. It shows where an ES stands
+    before its evaluations move (leaving a plateau, a shaped phase), and it is not an
+    evaluation: a faint line per generation, a bold trailing mean over
+    ``FITNESS_WINDOW`` generations. None when no run logged a fitness.
+    """
+    needed = {"fitness_mean", "timesteps", "run"}
+    if not needed <= set(steps.columns):
+        return None
+    rows = steps[steps["fitness_mean"].notna() & steps["timesteps"].notna()]
+    rows = rows[["run", "timesteps", "fitness_mean"]].merge(runs[["run", "env", GROUP]], on="run")
+    if rows.empty:
+        return None
+    apply_style()
+    envs = list(dict.fromkeys(rows["env"]))
+    fig, axes = _grid(len(envs))
+    for ax, env in zip(axes, envs, strict=True):
+        data = rows[rows["env"] == env].sort_values(["run", "timesteps"])
+        order = sorted(set(data[GROUP]))
+        colors = dict(zip(order, sns.color_palette(PALETTE, len(order)), strict=True))
+        for group in order:
+            members = data[data[GROUP] == group]
+            n = members["run"].nunique()
+            for i, (_, run) in enumerate(members.groupby("run", sort=True)):
+                smooth = run["fitness_mean"].rolling(FITNESS_WINDOW, min_periods=1).mean()
+                ax.plot(
+                    run["timesteps"],
+                    run["fitness_mean"],
+                    color=colors[group],
+                    alpha=0.2,
+                    linewidth=0.7,
+                )
+                ax.plot(
+                    run["timesteps"],
+                    smooth,
+                    color=colors[group],
+                    linestyle=LINESTYLES[i % len(LINESTYLES)],
+                    linewidth=1.5,
+                    label=f"{group} (n={n}, each run)" if i == 0 else None,
+                )
+        ax.set_xlabel(AXIS_LABELS["timesteps"])
+        ax.set_ylabel("training fitness (population mean)")
+        _timestep_axis(ax)
+        ax.set_title(str(env), fontsize=11)
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(
+            handles,
+            [textwrap.fill(label, LEGEND_WRAP, break_on_hyphens=False) for label in labels],
+            fontsize=7.5,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+        )
+    longest = max(
+        (
+            len(line)
+            for a in axes
+            for t in a.get_legend().get_texts()
+            for line in t.get_text().splitlines()
+        ),
+        default=0,
+    )
+    legend_in = 0.06 * longest + 0.6
+    cols = min(len(axes), MAX_COLUMNS)
+    panel_in = fig.get_size_inches()[0] / cols
+    fig.set_size_inches(cols * (panel_in + legend_in), fig.get_size_inches()[1])
+    if len(axes) > 1:
+        fig.subplots_adjust(wspace=(legend_in + 1.2) / panel_in)
+    note = (
+        "the mean training return of each generation's candidates, on the training reward "
+        "(shaped where the group's reward_transform is set; the env's own otherwise); bold: "
+        f"trailing mean over {FITNESS_WINDOW} generations, faint: each generation; a second "
+        "run of a group is dashed; ES runs only; not an evaluation"
+    )
+    return finish(fig, "Training fitness against timesteps", caption(runs, note))
+
+
 def _stat_errorbar(ax: Any, x: float, scores: np.ndarray, color: Any, label: str | None) -> None:
     """The n rule on one axis: IQM with interval (n >= 4), mean with interval (n = 3),
     nothing for fewer runs (their points are drawn by the caller)."""
