@@ -201,6 +201,39 @@ def _log_wall_clock(ax: Any, data: pd.DataFrame, x: str) -> None:
         ax.set_xlabel(AXIS_LABELS.get(x, x) + " (log scale)")
 
 
+def _legend_outside(ax: Any, handles: list[Any], labels: list[str]) -> None:
+    """One legend right of the axes: inside, a long list of groups covers the curves it
+    names. A group label lists every setting that tells it apart, so it can run to a
+    hundred characters: wrapped, it widens the figure less and leaves the axes room."""
+    ax.legend(
+        handles,
+        [textwrap.fill(label, LEGEND_WRAP, break_on_hyphens=False) for label in labels],
+        fontsize=7.5,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+    )
+
+
+def _widen_for_legends(fig: Figure, axes: list[Any]) -> None:
+    """Widen ``fig`` by each panel's outside legend (about 0.055 in per character at
+    7.5 pt) and keep that much space before the next panel, so no legend covers a curve."""
+    longest = max(
+        (
+            len(line)
+            for a in axes
+            for t in a.get_legend().get_texts()
+            for line in t.get_text().splitlines()
+        ),
+        default=0,
+    )
+    legend_in = 0.06 * longest + 0.6
+    cols = min(len(axes), MAX_COLUMNS)
+    panel_in = fig.get_size_inches()[0] / cols
+    fig.set_size_inches(cols * (panel_in + legend_in), fig.get_size_inches()[1])
+    if len(axes) > 1:
+        fig.subplots_adjust(wspace=(legend_in + 1.2) / panel_in)
+
+
 def eval_curve_figure(
     steps: pd.DataFrame,
     runs: pd.DataFrame,
@@ -266,35 +299,9 @@ def eval_curve_figure(
             if handle not in handles:
                 own.append(handle)
                 names.append(name)
-        # Curves and published figures in one legend outside the axes: inside, a long
-        # list of groups covers the curves it names.
-        # A group label lists every setting that tells it apart, so it can run to a
-        # hundred characters: wrapped, it widens the figure less and leaves the axes room.
-        labels = [*names, *(h.get_label() for h in handles)]
-        ax.legend(
-            [*own, *handles],
-            [textwrap.fill(label, LEGEND_WRAP, break_on_hyphens=False) for label in labels],
-            fontsize=7.5,
-            loc="upper left",
-            bbox_to_anchor=(1.01, 1.0),
-        )
-    # Widen the figure by each panel's legend (about 0.055 in per character at 7.5 pt)
-    # and keep that much space before the next panel, so no legend covers a curve.
-    longest = max(
-        (
-            len(line)
-            for a in axes
-            for t in a.get_legend().get_texts()
-            for line in t.get_text().splitlines()
-        ),
-        default=0,
-    )
-    legend_in = 0.06 * longest + 0.6
-    cols = min(len(axes), MAX_COLUMNS)
-    panel_in = fig.get_size_inches()[0] / cols
-    fig.set_size_inches(cols * (panel_in + legend_in), fig.get_size_inches()[1])
-    if len(axes) > 1:
-        fig.subplots_adjust(wspace=(legend_in + 1.2) / panel_in)
+        # Curves and published figures in one legend.
+        _legend_outside(ax, [*own, *handles], [*names, *(h.get_label() for h in handles)])
+    _widen_for_legends(fig, axes)
     what = "timesteps" if x == "timesteps" else "wall-clock"
     note = (
         f"lines: IQM (n >= {MIN_RUNS_IQM}) or mean (n = {MIN_RUNS_INTERVAL}) over runs where all "
@@ -359,29 +366,8 @@ def fitness_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | No
         ax.set_ylabel("training fitness (population mean)")
         _timestep_axis(ax)
         ax.set_title(str(env), fontsize=11)
-        handles, labels = ax.get_legend_handles_labels()
-        ax.legend(
-            handles,
-            [textwrap.fill(label, LEGEND_WRAP, break_on_hyphens=False) for label in labels],
-            fontsize=7.5,
-            loc="upper left",
-            bbox_to_anchor=(1.01, 1.0),
-        )
-    longest = max(
-        (
-            len(line)
-            for a in axes
-            for t in a.get_legend().get_texts()
-            for line in t.get_text().splitlines()
-        ),
-        default=0,
-    )
-    legend_in = 0.06 * longest + 0.6
-    cols = min(len(axes), MAX_COLUMNS)
-    panel_in = fig.get_size_inches()[0] / cols
-    fig.set_size_inches(cols * (panel_in + legend_in), fig.get_size_inches()[1])
-    if len(axes) > 1:
-        fig.subplots_adjust(wspace=(legend_in + 1.2) / panel_in)
+        _legend_outside(ax, *ax.get_legend_handles_labels())
+    _widen_for_legends(fig, axes)
     note = (
         "the mean training return of each generation's candidates, on the training reward "
         "(shaped where the group's reward_transform is set; the env's own otherwise); bold: "
