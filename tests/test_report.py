@@ -944,7 +944,7 @@ def test_a_run_older_than_policy_init_gets_no_warning_for_it_but_does_for_other_
     assert unrecorded_keys(older) == ["sync"]
 
 
-def test_training_fitness_is_drawn_for_es_runs_only(sweep_runs: Path) -> None:
+def test_training_fitness_is_drawn_per_run_as_its_trailing_mean(sweep_runs: Path) -> None:
     from harness.report import plots
     from harness.report.data import GROUP, add_groups
 

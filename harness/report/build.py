@@ -376,13 +376,14 @@ class ReportBuilder:
             "fitness_vs_timesteps.png",
             "training fitness against timesteps",
         ):
-            section.paragraphs.append("Not drawn: no run here logged a population fitness.")
+            section.paragraphs.append("Not drawn: no run here logged a training fitness.")
             return section
         section.paragraphs.append(
-            "What each ES optimised, generation by generation: the mean training return of "
-            "its candidates. It moves before the evaluations do (an ES leaving a plateau, a "
-            "shaped reward being learnt) and is read with the settings table: a run with a "
-            "reward_transform is scored on that reward, not the env's."
+            "What each run optimised, step by step: the mean training return of an ES "
+            "generation's candidates, or of the training episodes PPO/A2C ended in a chunk "
+            "(with their exploration noise). It moves before the evaluations do (an ES "
+            "leaving a plateau, a shaped reward being learnt) and is read with the settings "
+            "table: a run with a reward_transform is scored on that reward, not the env's."
         )
         fitted = (
             self.runs[

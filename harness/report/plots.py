@@ -320,32 +320,35 @@ FITNESS_WINDOW = 5
 
 
 def fitness_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
-    """Each ES run's training fitness (population mean per generation) against timesteps.
+    """Each run's training fitness (``fitness_mean`` of every step) against timesteps.
 
-    The fitness is what the optimiser saw: the training reward, shaped where the run's
-    ``reward_transform`` says so, of perturbed candidates. It shows where an ES stands
-    before its evaluations move (leaving a plateau, a shaped phase), and it is not an
-    evaluation: a faint line per generation, a bold trailing mean over
-    ``FITNESS_WINDOW`` generations. None when no run logged a fitness.
+    The fitness is what the optimiser saw, on the training reward (shaped where the run's
+    ``reward_transform`` says so): for an ES the mean return of a generation's perturbed
+    candidates, for PPO/A2C the mean return of the training episodes that ended in a
+    chunk. It shows where a run stands before its evaluations move (leaving a plateau, a
+    shaped phase), and it is not an evaluation: a faint line per step, a bold trailing
+    mean over ``FITNESS_WINDOW`` steps. None when no run logged a fitness.
     """
     needed = {"fitness_mean", "timesteps", "run"}
     if not needed <= set(steps.columns):
         return None
     rows = steps[steps["fitness_mean"].notna() & steps["timesteps"].notna()]
-    rows = rows[["run", "timesteps", "fitness_mean"]].merge(runs[["run", "env", GROUP]], on="run")
+    rows = rows[["run", "timesteps", "fitness_mean"]].merge(
+        runs[["run", "env", "seed", GROUP]], on="run"
+    )
     if rows.empty:
         return None
     apply_style()
     envs = list(dict.fromkeys(rows["env"]))
     fig, axes = _grid(len(envs))
     for ax, env in zip(axes, envs, strict=True):
-        data = rows[rows["env"] == env].sort_values(["run", "timesteps"])
+        data = rows[rows["env"] == env].sort_values(["seed", "run", "timesteps"])
         order = sorted(set(data[GROUP]))
         colors = dict(zip(order, sns.color_palette(PALETTE, len(order)), strict=True))
         for group in order:
             members = data[data[GROUP] == group]
             n = members["run"].nunique()
-            for i, (_, run) in enumerate(members.groupby("run", sort=True)):
+            for i, (_, run) in enumerate(members.groupby(["seed", "run"], sort=True)):
                 smooth = run["fitness_mean"].rolling(FITNESS_WINDOW, min_periods=1).mean()
                 ax.plot(
                     run["timesteps"],
@@ -363,16 +366,17 @@ def fitness_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | No
                     label=f"{group} (n={n}, each run)" if i == 0 else None,
                 )
         ax.set_xlabel(AXIS_LABELS["timesteps"])
-        ax.set_ylabel("training fitness (population mean)")
+        ax.set_ylabel("training fitness (mean return)")
         _timestep_axis(ax)
         ax.set_title(str(env), fontsize=11)
         _legend_outside(ax, *ax.get_legend_handles_labels())
     _widen_for_legends(fig, axes)
     note = (
-        "the mean training return of each generation's candidates, on the training reward "
-        "(shaped where the group's reward_transform is set; the env's own otherwise); bold: "
-        f"trailing mean over {FITNESS_WINDOW} generations, faint: each generation; a second "
-        "run of a group is dashed; ES runs only; not an evaluation"
+        "training return on the training reward (shaped where the group's reward_transform "
+        "is set, the env's own otherwise): ES, the mean over a generation's candidates; "
+        "PPO/A2C, the mean over the training episodes that ended in a chunk; bold: trailing "
+        f"mean over {FITNESS_WINDOW} generations or chunks, faint: each one; a group's runs "
+        "solid, dashed, dotted, dash-dot in seed order; not an evaluation"
     )
     return finish(fig, "Training fitness against timesteps", caption(runs, note))
 
