@@ -544,6 +544,13 @@ def test_anchor_file_and_drawing() -> None:
     assert "rl-zoo PPO 2,866 at 2M steps (above the plot)" in labels
     assert len(labels) == len(ant) and ax.get_ylim()[1] < 1000  # the curves keep the scale
     plt.close(fig)
+    # GoodAI plotted training fitness: those anchors (and only those) are marked so
+    assert {a.label for a in ant if a.training_fitness} == {
+        "GoodAI OptimES (pop 100)",
+        "GoodAI CMA 5 ep",
+    }
+    assert all("fitness" in a.measure for a in anchors if a.training_fitness)
+    assert not any(a.training_fitness for a in anchors if a.label.startswith("rl-zoo"))
 
 
 def test_scaling_model_from_the_w1_breakdown() -> None:
@@ -966,3 +973,12 @@ def test_training_fitness_is_drawn_per_run_as_its_trailing_mean(sweep_runs: Path
     )
     plots.plt.close(fig)
     assert plots.fitness_curve_figure(steps.drop(columns="fitness_mean"), runs) is None
+    # published training-fitness figures (GoodAI's) are drawn beside the curves; eval-only
+    # ones (the zoo's, the solved threshold) are not
+    as_ant = runs.assign(env="AntBulletEnv", gym_id="AntBulletEnv-v0")
+    fig = plots.fitness_curve_figure(steps, as_ant, anchor_mod.load_anchors())
+    assert fig is not None
+    labels = [t.get_text().replace("\n", " ") for t in fig.axes[0].get_legend().get_texts()]
+    assert sum(label.startswith("GoodAI") for label in labels) == 2
+    assert not any(label.startswith(("rl-zoo", "solved")) for label in labels)
+    plots.plt.close(fig)

@@ -41,6 +41,9 @@ class Anchor:
     generations: float | None = None
     approximate: bool = False
     envs: tuple[str, ...] = ()
+    #: the published figure is of training fitness (GoodAI's are), so the report's
+    #: training-fitness figure draws it too
+    training_fitness: bool = False
 
     def applies_to(self, env: str, gym_id: str) -> bool:
         """Whether the anchor is about runs configured with ``env`` (resolved to ``gym_id``)."""
@@ -116,6 +119,7 @@ def _anchor(gym_id: str, entry: Any, path: Path) -> Anchor:
         generations=float(entry["generations"]) if entry.get("generations") else None,
         approximate=bool(entry.get("approximate", False)),
         envs=tuple(str(e) for e in envs),
+        training_fitness=bool(entry.get("training_fitness", False)),
     )
 
 
@@ -139,7 +143,7 @@ MARKERS = ["*", "P", "X", "D", "v", "^"]
 
 
 def draw_anchors(ax: Any, anchors: list[Anchor], x_max: float) -> list[Any]:
-    """Draw ``anchors`` on an eval-return-against-timesteps axis; return legend handles.
+    """Draw ``anchors`` on a return-against-timesteps axis; return legend handles.
 
     The y range grows to include an anchor only while the curves keep at least a
     third of the height; anchors beyond that get a legend entry with an arrow

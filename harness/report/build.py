@@ -372,7 +372,7 @@ class ReportBuilder:
         section = Section("Training fitness against timesteps")
         if not self.figure(
             section,
-            plots.fitness_curve_figure(self.steps, self.runs),
+            plots.fitness_curve_figure(self.steps, self.runs, self.anchors),
             "fitness_vs_timesteps.png",
             "training fitness against timesteps",
         ):
@@ -403,6 +403,21 @@ class ReportBuilder:
                         f"({'; '.join(transforms)}): their fitness levels compare only where "
                         "those rewards agree; their evaluations always do."
                     )
+        drawn = [
+            a
+            for env in self.runs["env"].astype(str).unique()
+            for a in anchor_mod.anchors_for(self.anchors, self.runs, env)
+            if a.training_fitness
+        ]
+        if drawn:
+            section.tables.append(
+                (
+                    "Published training-fitness figures drawn on this figure (from "
+                    "`experiments/anchors.yaml`); their episodes, populations and budgets "
+                    "are in the table's measure column, not these runs'.",
+                    anchor_mod.anchor_table(list(dict.fromkeys(drawn))),
+                )
+            )
         return section
 
     def profiles(self) -> Section | None:

@@ -201,12 +201,20 @@ def _log_wall_clock(ax: Any, data: pd.DataFrame, x: str) -> None:
         ax.set_xlabel(AXIS_LABELS.get(x, x) + " (log scale)")
 
 
-def _legend_outside(ax: Any, handles: list[Any], labels: list[str]) -> None:
-    """One legend right of the axes: inside, a long list of groups covers the curves it
-    names. A group label lists every setting that tells it apart, so it can run to a
-    hundred characters: wrapped, it widens the figure less and leaves the axes room."""
+def _legend_outside(ax: Any, anchor_handles: list[Any] | tuple[()] = ()) -> None:
+    """The axes' curves, then ``anchor_handles`` (published figures, some drawn off the
+    plot), in one legend right of the axes: inside, a long list of groups covers the
+    curves it names. A group label lists every setting that tells it apart, so it can
+    run to a hundred characters: wrapped, it widens the figure less and leaves the axes
+    room."""
+    own = [
+        (handle, name)
+        for handle, name in zip(*ax.get_legend_handles_labels(), strict=True)
+        if handle not in anchor_handles
+    ]
+    labels = [*(name for _, name in own), *(h.get_label() for h in anchor_handles)]
     ax.legend(
-        handles,
+        [*(handle for handle, _ in own), *anchor_handles],
         [textwrap.fill(label, LEGEND_WRAP, break_on_hyphens=False) for label in labels],
         fontsize=7.5,
         loc="upper left",
@@ -294,13 +302,7 @@ def eval_curve_figure(
             handles = draw_anchors(ax, env_anchors, float(env_raw[x].max()) if len(env_raw) else 0)
             drawn += env_anchors
         ax.set_title(str(env), fontsize=11)
-        own, names = [], []
-        for handle, name in zip(*ax.get_legend_handles_labels(), strict=True):
-            if handle not in handles:
-                own.append(handle)
-                names.append(name)
-        # Curves and published figures in one legend.
-        _legend_outside(ax, [*own, *handles], [*names, *(h.get_label() for h in handles)])
+        _legend_outside(ax, handles)
     _widen_for_legends(fig, axes)
     what = "timesteps" if x == "timesteps" else "wall-clock"
     note = (
@@ -319,7 +321,9 @@ def eval_curve_figure(
 FITNESS_WINDOW = 5
 
 
-def fitness_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | None:
+def fitness_curve_figure(
+    steps: pd.DataFrame, runs: pd.DataFrame, anchors: list[Anchor] | None = None
+) -> Figure | None:
     """Each run's training fitness (``fitness_mean`` of every step) against timesteps.
 
     The fitness is what the optimiser saw, on the training reward (shaped where the run's
@@ -327,7 +331,8 @@ def fitness_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | No
     candidates, for PPO/A2C the mean return of the training episodes that ended in a
     chunk. It shows where a run stands before its evaluations move (leaving a plateau, a
     shaped phase), and it is not an evaluation: a faint line per step, a bold trailing
-    mean over ``FITNESS_WINDOW`` steps. None when no run logged a fitness.
+    mean over ``FITNESS_WINDOW`` steps. Published figures of training fitness among
+    ``anchors`` (GoodAI's) are drawn beside the curves. None when no run logged a fitness.
     """
     needed = {"fitness_mean", "timesteps", "run"}
     if not needed <= set(steps.columns):
@@ -341,6 +346,7 @@ def fitness_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | No
     apply_style()
     envs = list(dict.fromkeys(rows["env"]))
     fig, axes = _grid(len(envs))
+    drawn: list[Anchor] = []
     for ax, env in zip(axes, envs, strict=True):
         data = rows[rows["env"] == env].sort_values(["seed", "run", "timesteps"])
         order = sorted(set(data[GROUP]))
@@ -369,7 +375,10 @@ def fitness_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | No
         ax.set_ylabel("training fitness (mean return)")
         _timestep_axis(ax)
         ax.set_title(str(env), fontsize=11)
-        _legend_outside(ax, *ax.get_legend_handles_labels())
+        env_anchors = [a for a in anchors_for(anchors or [], runs, str(env)) if a.training_fitness]
+        handles = draw_anchors(ax, env_anchors, float(data["timesteps"].max()))
+        drawn += env_anchors
+        _legend_outside(ax, handles)
     _widen_for_legends(fig, axes)
     note = (
         "training return on the training reward (shaped where the group's reward_transform "
@@ -378,6 +387,8 @@ def fitness_curve_figure(steps: pd.DataFrame, runs: pd.DataFrame) -> Figure | No
         f"mean over {FITNESS_WINDOW} generations or chunks, faint: each one; a group's runs "
         "solid, dashed, dotted, dash-dot in seed order; not an evaluation"
     )
+    if drawn:
+        note += "; " + anchor_caption(list(dict.fromkeys(drawn)))
     return finish(fig, "Training fitness against timesteps", caption(runs, note))
 
 
