@@ -129,6 +129,11 @@ def anchors_for(anchors: list[Anchor], runs: pd.DataFrame, env: str) -> list[Anc
     return [a for a in anchors if any(a.applies_to(env, gym_id) for gym_id in ids)]
 
 
+def training_fitness_anchors(anchors: list[Anchor], runs: pd.DataFrame, env: str) -> list[Anchor]:
+    """The anchors of ``env`` that are training-fitness figures (drawn on that figure)."""
+    return [a for a in anchors_for(anchors, runs, env) if a.training_fitness]
+
+
 #: Line styles: the threshold dashed; published lines each their own dash pattern and grey,
 #: so two figures of about the same value stay apart in the legend.
 THRESHOLD_STYLE: tuple[Any, str] = ("--", "0.2")

@@ -385,16 +385,11 @@ class ReportBuilder:
             "leaving a plateau, a shaped reward being learnt) and is read with the settings "
             "table: a run with a reward_transform is scored on that reward, not the env's."
         )
-        fitted = (
-            self.runs[
-                self.runs["run"].isin(
-                    set(self.steps.loc[self.steps["fitness_mean"].notna(), "run"])
-                )
-            ]
-            if "fitness_mean" in self.steps
-            else None
-        )
-        if fitted is not None and "reward_transform" in fitted:
+        # drawn, so some run logged a fitness
+        fitted = self.runs[
+            self.runs["run"].isin(self.steps.loc[self.steps["fitness_mean"].notna(), "run"])
+        ]
+        if "reward_transform" in fitted:
             for env, frame in fitted.groupby("env"):
                 transforms = sorted(frame["reward_transform"].fillna("none").astype(str).unique())
                 if len(transforms) > 1:
@@ -406,8 +401,7 @@ class ReportBuilder:
         drawn = [
             a
             for env in self.runs["env"].astype(str).unique()
-            for a in anchor_mod.anchors_for(self.anchors, self.runs, env)
-            if a.training_fitness
+            for a in anchor_mod.training_fitness_anchors(self.anchors, self.runs, env)
         ]
         if drawn:
             section.tables.append(

@@ -23,7 +23,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from harness.report.anchors import Anchor, anchors_for, draw_anchors
+from harness.report.anchors import Anchor, anchors_for, draw_anchors, training_fitness_anchors
 from harness.report.anchors import caption_text as anchor_caption
 from harness.report.data import GROUP, caption, eval_curves, eval_points
 from harness.report.stats import (
@@ -375,7 +375,7 @@ def fitness_curve_figure(
         ax.set_ylabel("training fitness (mean return)")
         _timestep_axis(ax)
         ax.set_title(str(env), fontsize=11)
-        env_anchors = [a for a in anchors_for(anchors or [], runs, str(env)) if a.training_fitness]
+        env_anchors = training_fitness_anchors(anchors or [], runs, str(env))
         handles = draw_anchors(ax, env_anchors, float(data["timesteps"].max()))
         drawn += env_anchors
         _legend_outside(ax, handles)
