@@ -223,6 +223,7 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "resume": ("harness.resume", "continue an interrupted run from its last checkpoint"),
     "check-repro": ("harness.repro", "run a config repeatedly and compare metric digests"),
     "bench": ("harness.bench", "measure this machine: overhead, scaling, wire"),
+    "benchmark": ("harness.benchmark", "the ES-against-RL benchmark: plan, run, report"),
 }
 
 

@@ -1,0 +1,174 @@
+"""``harness benchmark``: the ES-against-RL benchmark, planned, run and reported by one file.
+
+``plan`` lists the cells of ``experiments/benchmark.yaml`` with their estimated
+CPU cost and which are done; ``run`` runs the missing cells as one resumable
+sweep (cheapest first) and measures each task's random-policy score; ``report``
+archives the completed runs and writes ``reports/benchmark/`` and
+``BENCHMARK.md``, from a runs directory or from the committed archive alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from harness.benchmark.spec import Benchmark, BenchmarkError, load_benchmark
+from harness.commands import UsageError, check_runs_dir
+
+DEFAULT_FILE = Path("experiments/benchmark.yaml")
+DEFAULT_OUT = Path("reports/benchmark")
+RANDOM_SCORES = "random_scores.json"
+#: Episodes per seed of the random-policy reference score.
+RANDOM_EPISODES = 10
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``harness benchmark``."""
+    sub = parser.add_subparsers(dest="benchmark_command", required=True)
+    for name, help_text in (
+        ("plan", "the cells, their estimated CPU cost and which are completed"),
+        ("run", "run every cell not yet completed (resumes interrupted ones)"),
+        ("report", "archive completed runs; write reports/benchmark/ and BENCHMARK.md"),
+    ):
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.add_argument(
+            "--file", type=Path, default=DEFAULT_FILE, help=f"benchmark file ({DEFAULT_FILE})"
+        )
+        command.add_argument(
+            "--runs-dir",
+            type=Path,
+            default=None if name == "report" else Path("runs/benchmark"),
+            help="Sacred FileStorage directory of the benchmark's runs"
+            + ("" if name != "report" else " (none: the committed archive alone)"),
+        )
+        if name == "run":
+            command.add_argument("--jobs", type=int, default=1, help="cells at once (1)")
+            command.add_argument("--no-progress", action="store_true", help="hide the bar")
+        if name == "report":
+            command.add_argument(
+                "--out", type=Path, default=DEFAULT_OUT, help=f"report folder ({DEFAULT_OUT})"
+            )
+            command.add_argument(
+                "--summary",
+                type=Path,
+                default=Path("BENCHMARK.md"),
+                help="the one-page summary (BENCHMARK.md)",
+            )
+        command.set_defaults(benchmark_run=globals()[f"cmd_{name}"])
+
+
+def run(args: argparse.Namespace) -> int:
+    result: int = args.benchmark_run(args)
+    return result
+
+
+def _load(args: argparse.Namespace) -> Benchmark:
+    try:
+        return load_benchmark(args.file)
+    except BenchmarkError as error:
+        raise UsageError(str(error)) from None
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Print per task: cells, completed cells, estimated CPU-hours of the rest."""
+    from harness.sweep.store import completed_runs, find_completed
+
+    bench = _load(args)
+    done = completed_runs(args.runs_dir) if args.runs_dir.is_dir() else []
+    rows: dict[str, list[float]] = {}
+    missing: list[str] = []
+    for cell in bench.sweep.cells:
+        task = bench.task_of(cell)
+        row = rows.setdefault(task.env, [0, 0, 0.0, 0.0])
+        cost = bench.cost_of(cell)
+        row[0] += 1
+        row[2] += cost
+        if find_completed(cell, done) is not None:
+            row[1] += 1
+        else:
+            row[3] += cost
+            missing.append(cell.label)
+    print(f"{'task':<24}{'cells':>6}{'done':>6}{'CPU-h all':>11}{'CPU-h left':>12}")
+    totals = [0.0, 0.0, 0.0, 0.0]
+    for env, row in rows.items():
+        print(f"{env:<24}{row[0]:>6.0f}{row[1]:>6.0f}{row[2] / 3600:>11.1f}{row[3] / 3600:>12.1f}")
+        totals = [a + b for a, b in zip(totals, row, strict=True)]
+    print(
+        f"{'total':<24}{totals[0]:>6.0f}{totals[1]:>6.0f}"
+        f"{totals[2] / 3600:>11.1f}{totals[3] / 3600:>12.1f}"
+    )
+    return 0
+
+
+def random_scores(bench: Benchmark) -> dict[str, dict[str, float]]:
+    """Mean return of uniformly random actions per task, on seeded episodes of every seed."""
+    import numpy as np
+
+    from algorithms.es_common import eval_seeds
+    from envs.registry import make_env, quiet_output
+
+    scores: dict[str, dict[str, float]] = {}
+    for task in bench.tasks:
+        env = make_env(task.env)
+        returns: list[float] = []
+        for seed in bench.seeds:
+            env.action_space.seed(seed)
+            for episode_seed in eval_seeds(seed, 0, RANDOM_EPISODES):
+                with quiet_output():
+                    env.reset(seed=episode_seed)
+                total, done = 0.0, False
+                while not done:
+                    _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+                    total += float(reward)
+                    done = bool(terminated or truncated)
+                returns.append(total)
+        env.close()
+        scores[task.env] = {
+            "mean": float(np.mean(returns)),
+            "std": float(np.std(returns)),
+            "episodes": float(len(returns)),
+        }
+    return scores
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Measure the random-policy scores once, then run the missing cells."""
+    from harness.sweep.scheduler import run_sweep
+
+    bench = _load(args)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be a positive integer, got {args.jobs}")
+    check_runs_dir(args.runs_dir)
+    args.runs_dir.mkdir(parents=True, exist_ok=True)
+    reference = args.runs_dir / "_benchmark" / RANDOM_SCORES
+    if not reference.is_file():
+        reference.parent.mkdir(parents=True, exist_ok=True)
+        print("benchmark: measuring random-policy scores", file=sys.stderr)
+        scores = random_scores(bench)
+        tmp = reference.with_suffix(".tmp")
+        tmp.write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, reference)
+    result = run_sweep(bench.sweep, args.runs_dir, args.jobs, progress=not args.no_progress)
+    failed = result.failed
+    print(
+        f"benchmark {bench.name}: {len(bench.sweep.cells)} cells, "
+        f"{result.count('skipped')} already completed, {result.count('ran', 'COMPLETED')} ran, "
+        f"{result.count('resumed', 'COMPLETED')} resumed, {len(failed)} not completed"
+    )
+    for outcome in failed:
+        print(f"  {outcome.cell.label}: {outcome.status}, log {outcome.log}")
+    return 1 if failed else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Archive the completed runs and write the benchmark report and BENCHMARK.md."""
+    from harness.benchmark.report import write_benchmark_report
+
+    bench = _load(args)
+    if args.runs_dir is not None and not args.runs_dir.is_dir():
+        raise UsageError(f"runs directory {str(args.runs_dir)!r} does not exist")
+    write_benchmark_report(bench, args.runs_dir, args.out, args.summary)
+    return 0

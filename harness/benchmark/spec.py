@@ -1,0 +1,188 @@
+"""The benchmark file: tasks, held-out seeds, per-cell cost estimates, and its cells.
+
+``experiments/benchmark.yaml`` lists tasks; each names an env, one budget, the
+algorithms to compare, a reference score for normalisation and the estimated
+CPU-seconds of one cell per algorithm. Every (task, algorithm, seed) is one
+sweep cell built by :func:`harness.sweep.spec.build_cell_config`, exactly as
+``harness sweep`` builds its cells, so completed cells are skipped and
+interrupted ones resumed in the same way. Cells are ordered cheapest first: a
+benchmark cut short holds whole groups of the cheap tasks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import BUDGET_KEYS, ConfigError, read_yaml
+from harness.sweep.spec import Cell, Sweep, build_cell_config
+
+BENCHMARK_KEYS = ("name", "description", "seeds", "workers", "tasks")
+TASK_KEYS = ("env", "budget", "reference", "algos", "set", "overrides", "note", "cost_cpu_s")
+#: Reported results use seeds from here on; tuning uses seeds below it.
+FIRST_HELD_OUT_SEED = 100
+
+
+class BenchmarkError(ValueError):
+    """A bad benchmark file; the message is one line naming the file and the value."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the benchmark: an env, its budget and the algorithms compared on it."""
+
+    env: str
+    budget: dict[str, Any]
+    reference_score: float
+    reference_source: str
+    algos: list[str]
+    common: list[str] = field(default_factory=list)
+    overrides: dict[str, list[str]] = field(default_factory=dict)
+    note: str = ""
+    cost_cpu_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Benchmark:
+    """A parsed benchmark file and its cells (a :class:`Sweep` the scheduler can run)."""
+
+    name: str
+    path: Path
+    seeds: list[int]
+    workers: int
+    tasks: list[Task]
+    sweep: Sweep
+    description: str = ""
+
+    def task_of(self, cell: Cell) -> Task:
+        """The task a cell belongs to."""
+        return self.tasks[self._task_index[cell.index]]
+
+    def cost_of(self, cell: Cell) -> float:
+        """Estimated CPU-seconds of a cell (0 where the file gives none)."""
+        return float(self.task_of(cell).cost_cpu_s.get(str(cell.config["algo"]), 0.0))
+
+    _task_index: dict[int, int] = field(default_factory=dict)
+
+
+def _fail(path: Path, message: str) -> BenchmarkError:
+    return BenchmarkError(f"{path}: {message}")
+
+
+def _strings(value: Any, where: str, path: Path) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(path, f"{where} must be a list of strings")
+    return list(value)
+
+
+def _parse_task(data: Any, index: int, path: Path) -> Task:
+    where = f"tasks[{index}]"
+    if not isinstance(data, dict):
+        raise _fail(path, f"{where} must be a mapping with env, budget, reference and algos")
+    unknown = [key for key in data if key not in TASK_KEYS]
+    if unknown:
+        raise _fail(path, f"unknown key {where}.{unknown[0]}; known: {', '.join(TASK_KEYS)}")
+    env = data.get("env")
+    if not isinstance(env, str) or not env:
+        raise _fail(path, f"{where}.env must be an env name, got {env!r}")
+    budget = data.get("budget") or {}
+    if not isinstance(budget, dict) or any(key not in BUDGET_KEYS for key in budget):
+        raise _fail(path, f"{where}.budget must be a mapping of {', '.join(BUDGET_KEYS)}")
+    reference = data.get("reference")
+    if not isinstance(reference, dict) or not isinstance(reference.get("score"), (int, float)):
+        raise _fail(path, f"{where}.reference must give a numeric score and its source")
+    algos = _strings(data.get("algos"), f"{where}.algos", path)
+    if not algos:
+        raise _fail(path, f"{where}.algos is empty")
+    overrides = data.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise _fail(path, f"{where}.overrides must map algorithm names to key=value lists")
+    costs = data.get("cost_cpu_s") or {}
+    if not isinstance(costs, dict) or not all(
+        isinstance(v, (int, float)) and v >= 0 for v in costs.values()
+    ):
+        raise _fail(path, f"{where}.cost_cpu_s must map algorithm names to CPU-seconds")
+    return Task(
+        env=env,
+        budget=dict(budget),
+        reference_score=float(reference["score"]),
+        reference_source=str(reference.get("source", "")),
+        algos=algos,
+        common=_strings(data.get("set"), f"{where}.set", path),
+        overrides={
+            str(a): _strings(v, f"{where}.overrides.{a}", path) for a, v in overrides.items()
+        },
+        note=str(data.get("note") or ""),
+        cost_cpu_s={str(a): float(v) for a, v in costs.items()},
+    )
+
+
+def load_benchmark(path: str | Path) -> Benchmark:
+    """Parse and validate a benchmark file, building every cell's config up front."""
+    path = Path(path)
+    try:
+        data = read_yaml(path)
+    except ConfigError as error:
+        raise BenchmarkError(str(error)) from None
+    if not isinstance(data, dict):
+        raise _fail(path, "a benchmark file must be a mapping with name, seeds and tasks")
+    unknown = [key for key in data if key not in BENCHMARK_KEYS]
+    if unknown:
+        raise _fail(path, f"unknown key {unknown[0]!r}; known: {', '.join(BENCHMARK_KEYS)}")
+    name = data.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise _fail(path, f"name must be letters, digits, '_', '.' or '-', got {name!r}")
+    seeds = data.get("seeds")
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
+        raise _fail(path, f"seeds must be a list of integers, got {seeds!r}")
+    tuning = [s for s in seeds if s < FIRST_HELD_OUT_SEED]
+    if tuning:
+        raise _fail(
+            path,
+            f"seed {tuning[0]} is a tuning seed; reported results use seeds from "
+            f"{FIRST_HELD_OUT_SEED} on",
+        )
+    workers = data.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise _fail(path, f"workers must be a positive integer, got {workers!r}")
+    raw_tasks = data.get("tasks")
+    if not isinstance(raw_tasks, list) or not raw_tasks:
+        raise _fail(path, "tasks must be a non-empty list")
+    tasks = [_parse_task(item, i, path) for i, item in enumerate(raw_tasks)]
+
+    planned: list[tuple[float, int, int, int, dict[str, Any]]] = []
+    for t_index, task in enumerate(tasks):
+        for a_index, algo in enumerate(task.algos):
+            for seed in seeds:
+                try:
+                    config = build_cell_config(
+                        name=name,
+                        algo=algo,
+                        env=task.env,
+                        seed=seed,
+                        episodes=1,
+                        workers=workers,
+                        backend=None,
+                        budget=task.budget,
+                        common=task.common,
+                        per_algo=task.overrides.get(algo, []),
+                    )
+                except ConfigError as error:
+                    raise _fail(path, f"task {task.env} algo {algo}: {error}") from None
+                cost = task.cost_cpu_s.get(algo, 0.0)
+                planned.append((cost, t_index, seed, a_index, config))
+    # Cheapest first; within a cost, task by task and seed by seed.
+    planned.sort(key=lambda item: item[:4])
+    cells = [Cell(i, item[4]) for i, item in enumerate(planned)]
+    sweep = Sweep(name, path, cells, str(data.get("description") or "").strip(), 1)
+    bench = Benchmark(name, path, list(seeds), workers, tasks, sweep)
+    bench._task_index = {i: item[1] for i, item in enumerate(planned)}
+    return bench
