@@ -443,7 +443,8 @@ def run_dirs(runs_dir: Path) -> list[Path]:
 
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
-    """Run directories under ``paths``: each is a runs directory or one run directory.
+    """Run directories under ``paths``: each a runs directory, one run directory or a run
+    archive (:func:`write_run_archive`, unpacked to a temporary folder).
 
     A runs directory's run directories are its numeric sub-directories (Sacred's
     ids), in id order; ``_sources`` and other bookkeeping folders are ignored.
@@ -451,6 +452,9 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
+        if is_run_archive(path):
+            found += run_dirs(extract_run_archive(path))
+            continue
         if not path.is_dir():
             raise UnreadableRun(f"{path} is not a directory")
         if is_run_dir(path):
@@ -473,3 +477,79 @@ def scan_runs(runs_dir: str | Path) -> list[RunHeader]:
         except UnreadableRun:
             continue
     return headers
+
+
+# -- compact run archives -----------------------------------------------------------------------
+
+#: A committed report's run records: one ``.tar.xz`` of run directories, no checkpoints.
+ARCHIVE_SUFFIX = ".tar.xz"
+#: What a run keeps in an archive: its records and the small artifacts a report reads.
+ARCHIVED_FILES = (CONFIG, RUN, METRICS, SUMMARY, POLICY_SPEC)
+
+
+def is_run_archive(path: Path) -> bool:
+    """Whether ``path`` names a run archive (a file ending in :data:`ARCHIVE_SUFFIX`)."""
+    return path.name.endswith(ARCHIVE_SUFFIX) and path.is_file()
+
+
+def write_run_archive(runs: Sequence[Path], out: Path) -> None:
+    """Write ``runs`` (run directories) to ``out`` as ``runs/<id>/<file>``, atomically.
+
+    Only :data:`ARCHIVED_FILES` travel: enough for ``harness report`` to redraw every
+    figure but the map of visited models. Members are added in a fixed order with
+    fixed owners and times, so the same runs give the same bytes.
+    """
+    import io
+    import lzma
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for run_dir in sorted(runs, key=lambda p: int(p.name) if p.name.isdigit() else p.name):
+            for name in ARCHIVED_FILES:
+                path = run_dir / name
+                if not path.is_file():
+                    continue
+                data = path.read_bytes()
+                info = tarfile.TarInfo(f"runs/{run_dir.name}/{name}")
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+    packed = lzma.compress(buffer.getvalue(), preset=9 | lzma.PRESET_EXTREME)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, [packed], prefix=f".{out.name}-")
+
+
+_EXTRACTED: dict[Path, Path] = {}
+
+
+def extract_run_archive(path: Path) -> Path:
+    """Unpack a run archive once per process into a temporary folder; return its runs dir.
+
+    The runs dir is named after the archive (``NAME.tar.xz`` -> ``.../NAME``), so run
+    labels read ``NAME/<id>``; members are extracted with tarfile's ``data`` filter
+    (no links out, no absolute paths, no special files).
+    """
+    import atexit
+    import shutil
+    import tarfile
+    import tempfile
+
+    key = path.resolve()
+    if key in _EXTRACTED:
+        return _EXTRACTED[key]
+    root = Path(tempfile.mkdtemp(prefix="harness-archive-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    staging = root / ".staging"
+    try:
+        with tarfile.open(path, mode="r:xz") as tar:
+            tar.extractall(staging, filter="data")
+    except (tarfile.TarError, OSError, EOFError) as error:
+        raise UnreadableRun(f"{path} is not a readable run archive: {error}") from None
+    target = root / path.name.removesuffix(ARCHIVE_SUFFIX)
+    if (staging / "runs").is_dir():
+        (staging / "runs").rename(target)
+    else:
+        target.mkdir()
+    _EXTRACTED[key] = target
+    return target

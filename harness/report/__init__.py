@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "runs_dirs",
         nargs="+",
         metavar="RUNS_DIR",
-        help="runs directories (or single run directories) to read",
+        help="runs directories, single run directories or run archives (RUNS.tar.xz, as "
+        "committed reports carry) to read",
     )
     parser.add_argument("--out", required=True, help="output directory for the report")
     parser.add_argument(
@@ -78,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
     from harness.commands import UsageError
     from harness.records import STATUSES, UnreadableRun
 
+    from harness.rundir import is_run_archive
+
     for raw in args.runs_dirs:
-        if not Path(raw).is_dir():
+        if not Path(raw).is_dir() and not is_run_archive(Path(raw)):
             raise UsageError(f"runs directory {raw!r} does not exist")
     if args.map_runs < 0:
         raise UsageError(f"--map-runs must be 0 or more, got {args.map_runs}")

@@ -1,0 +1,552 @@
+"""The benchmark's report: per-task reports, the cross-task aggregate and ``BENCHMARK.md``.
+
+Everything here is drawn from run archives (:func:`harness.rundir.write_run_archive`):
+one per task, ``reports/benchmark/<task>/runs.tar.xz``, refreshed from a runs
+directory when one is given, so the whole page can be redrawn by the current
+code from committed files alone.
+
+Scores (per run):
+
+* **at equal timesteps**: the evaluation return interpolated at the task's common
+  budget, the largest number of timesteps every run of the task reached;
+* **at equal CPU-seconds**: the same at the largest CPU-seconds every run of the
+  task reached (each run records the CPU-seconds of its whole process tree);
+* **normalised**: ``(score - random) / (reference - random)``, 0 for uniformly random
+  actions (measured on the benchmark's seeds) and 1 at the task's reference score.
+
+The aggregate follows Agarwal et al. 2021 ("Deep Reinforcement Learning at the
+Edge of the Statistical Precipice", rliable): the IQM of normalised scores over
+runs and tasks with stratified-bootstrap 95% intervals, performance profiles, and
+the probability of improvement of each ES algorithm over each RL algorithm.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness import rundir
+from harness.benchmark.spec import Benchmark, Task
+from harness.report import data as d
+from harness.report import stats
+from harness.report.tables import fmt, interval, markdown_table
+from harness.sweep.identity import algorithm_family, cell_identity, same_cell
+
+ARCHIVE = "runs" + rundir.ARCHIVE_SUFFIX
+RANDOM_SCORES = "random_scores.json"
+#: The x axes scores are compared at: timesteps, and CPU-seconds of the run's processes.
+AXES = {"timesteps": "timesteps", "cpu_seconds": "CPU-seconds"}
+BOOTSTRAP_SEED = 0
+AGGREGATE_REPS = 20000
+
+
+def task_slug(env: str) -> str:
+    """A task's folder name under the report: the env name in lower case."""
+    return env.lower()
+
+
+# -- archives ------------------------------------------------------------------------------------
+
+
+def _archived_runs(archive: Path) -> list[rundir.RunHeader]:
+    if not archive.is_file():
+        return []
+    return rundir.scan_runs(rundir.extract_run_archive(archive))
+
+
+def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict[str, list[str]]:
+    """Write each task's archive: its completed cells from ``runs_dir``, else those archived.
+
+    A cell completed in ``runs_dir`` replaces its archived copy; a cell archived
+    earlier (another machine, another session) and absent from ``runs_dir`` is kept.
+    Archived runs are renumbered 1, 2, ... in cell order so that labels do not clash.
+    Returns the labels of the cells still missing, per task.
+    """
+    from harness.sweep.store import completed_runs
+
+    fresh = completed_runs(runs_dir) if runs_dir is not None else []
+    missing: dict[str, list[str]] = {}
+    for task_index, task in enumerate(bench.tasks):
+        archive = out / task_slug(task.env) / ARCHIVE
+        archived = _archived_runs(archive)
+        chosen: list[Path] = []
+        for cell in bench.sweep.cells:
+            if bench._task_index[cell.index] != task_index:
+                continue
+            identity = cell_identity(cell.config)
+            found = next(
+                (
+                    h.path
+                    for source in (fresh, archived)
+                    for h in source
+                    if h.status == "COMPLETED" and same_cell(identity, cell_identity(h.config))
+                ),
+                None,
+            )
+            if found is None:
+                missing.setdefault(task.env, []).append(cell.label)
+            else:
+                chosen.append(found)
+        if runs_dir is None or not chosen:
+            continue
+        with tempfile.TemporaryDirectory(prefix="harness-benchmark-") as staging:
+            numbered = []
+            for number, path in enumerate(chosen, start=1):
+                target = Path(staging) / str(number)
+                shutil.copytree(path, target, ignore=_not_archived)
+                numbered.append(target)
+            rundir.write_run_archive(numbered, archive)
+    return missing
+
+
+def _not_archived(folder: str, names: list[str]) -> list[str]:
+    return [name for name in names if name not in rundir.ARCHIVED_FILES]
+
+
+# -- scores --------------------------------------------------------------------------------------
+
+
+@dataclass
+class TaskScores:
+    """Per-run scores of one task and the points they were taken at."""
+
+    task: Task
+    runs: pd.DataFrame  # one row per run: algo, seed, family, score_<axis>, to_threshold_<axis>
+    at: dict[str, float]  # axis -> the common value every run reached
+    random_score: float
+
+    def normalise(self, scores: np.ndarray) -> np.ndarray:
+        span = self.task.reference_score - self.random_score
+        return (scores - self.random_score) / span
+
+
+def _first_crossing(frame: pd.DataFrame, x: str, threshold: float) -> float:
+    crossed = frame[frame["eval_return_mean"] >= threshold]
+    return float(crossed[x].iloc[0]) if len(crossed) else math.nan
+
+
+def task_scores(task: Task, archive: Path, random_score: float) -> TaskScores | None:
+    """Scores of every completed run of ``task`` in its archive (None when it has none)."""
+    import warnings
+
+    from harness.records import load_runs
+
+    if not archive.is_file():
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = load_runs([archive]).select(("COMPLETED",))
+    if len(table) == 0:
+        return None
+    runs = table.runs.reset_index(drop=True)
+    steps = table.steps
+    # CPU-seconds are sampled at most once a second: carry the last sample to each evaluation.
+    steps = steps.sort_values(["run", "step"]) if "step" in steps else steps
+    steps = steps.assign(cpu_seconds=steps.groupby("run")["cpu_seconds"].ffill())
+    frame = pd.DataFrame(
+        {
+            "run": runs["run"],
+            "algo": runs["algo"].astype(str),
+            "seed": runs["seed"].astype(int),
+            "family": [algorithm_family(a) or "es" for a in runs["algo"]],
+            "cpu_seconds_total": steps.groupby("run")["cpu_seconds"]
+            .max()
+            .reindex(runs["run"])
+            .to_numpy(),
+        }
+    )
+    at: dict[str, float] = {}
+    for axis in AXES:
+        common = d.common_budget(steps, runs, axis)
+        at[axis] = common.get(str(runs["env"].iloc[0]), math.nan)
+        frame[f"score_{axis}"] = d.scores_at(steps, runs, axis, common).to_numpy()
+        evals = d.eval_points(steps, axis).sort_values(["run", axis])
+        crossings = {
+            run: _first_crossing(group, axis, task.reference_score)
+            for run, group in evals.groupby("run", sort=False)
+        }
+        frame[f"to_threshold_{axis}"] = [crossings.get(run, math.nan) for run in frame["run"]]
+    final = d.eval_points(steps, "timesteps").sort_values(["run", "timesteps"])
+    last = final.groupby("run")["eval_return_mean"].last()
+    frame["final_score"] = [float(last.get(run, math.nan)) for run in frame["run"]]
+    return TaskScores(task, frame, at, random_score)
+
+
+# -- tables --------------------------------------------------------------------------------------
+
+
+def _mean_ci(values: np.ndarray) -> tuple[str, stats.GroupStats]:
+    group = stats.group_stats(values, seed=BOOTSTRAP_SEED)
+    if group.n == 0:
+        return "—", group
+    text = fmt(group.mean)
+    if group.n >= stats.MIN_RUNS_INTERVAL:
+        text += " " + interval(group.mean_low, group.mean_high)
+    return text, group
+
+
+def leader_text(scores: TaskScores, axis: str) -> str:
+    """Who leads on ``axis`` at the common point; "inconclusive" where intervals overlap."""
+    groups = []
+    for algo, frame in scores.runs.groupby("algo", sort=True):
+        _, group = _mean_ci(frame[f"score_{axis}"].to_numpy(float))
+        if group.n:
+            groups.append((group.mean, str(algo), group))
+    if len(groups) < 2:
+        return "—"
+    groups.sort(reverse=True)
+    (_, best, first), (_, second_name, second) = groups[0], groups[1]
+    described = f"**{best}** {fmt(first.mean)} (n={first.n}) over {second_name} {fmt(second.mean)}"
+    if first.n < stats.MIN_RUNS_INTERVAL or second.n < stats.MIN_RUNS_INTERVAL:
+        return f"inconclusive (n < {stats.MIN_RUNS_INTERVAL}): {described}"
+    if first.mean_low <= second.mean_high:
+        return (
+            f"inconclusive: {described}; intervals overlap "
+            f"({interval(first.mean_low, first.mean_high)} vs "
+            f"{interval(second.mean_low, second.mean_high)})"
+        )
+    return f"{described}; intervals {interval(first.mean_low, first.mean_high)} vs " + interval(
+        second.mean_low, second.mean_high
+    )
+
+
+def _median_reached(values: np.ndarray) -> str:
+    reached = values[np.isfinite(values)]
+    if not len(reached):
+        return f"0/{len(values)}"
+    return f"{len(reached)}/{len(values)}, median {fmt(float(np.median(reached)), 0)}"
+
+
+def task_table(scores: TaskScores) -> pd.DataFrame:
+    """One row per algorithm: n, scores at both common points, final score, threshold times."""
+    rows = []
+    for algo in scores.task.algos:
+        frame = scores.runs[scores.runs["algo"] == algo]
+        if frame.empty:
+            rows.append({"algorithm": algo, "n": 0})
+            continue
+        rows.append(
+            {
+                "algorithm": algo,
+                "family": "ES" if frame["family"].iloc[0] == "es" else "RL",
+                "n": len(frame),
+                "seeds": ", ".join(str(s) for s in sorted(frame["seed"])),
+                "at equal timesteps": _mean_ci(frame["score_timesteps"].to_numpy(float))[0],
+                "at equal CPU-s": _mean_ci(frame["score_cpu_seconds"].to_numpy(float))[0],
+                "final": _mean_ci(frame["final_score"].to_numpy(float))[0],
+                "timesteps to reference": _median_reached(
+                    frame["to_threshold_timesteps"].to_numpy(float)
+                ),
+                "CPU-s to reference": _median_reached(
+                    frame["to_threshold_cpu_seconds"].to_numpy(float)
+                ),
+                "CPU-s per run": fmt(float(frame["cpu_seconds_total"].mean()), 0),
+            }
+        )
+    return pd.DataFrame(rows).fillna("—")
+
+
+# -- aggregate -----------------------------------------------------------------------------------
+
+
+def aggregate_matrix(
+    all_scores: Sequence[TaskScores], axis: str
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """algorithm -> (runs x tasks) normalised scores, over the tasks every algorithm completed
+    with the same seeds (rliable needs one run count per algorithm across tasks)."""
+    algos = sorted({a for s in all_scores for a in s.task.algos})
+    usable: list[TaskScores] = []
+    common_seeds: set[int] | None = None
+    for scores in all_scores:
+        seed_sets = [set(scores.runs.loc[scores.runs["algo"] == a, "seed"]) for a in algos]
+        shared = set.intersection(*seed_sets) if seed_sets else set()
+        if len(shared) >= stats.MIN_RUNS_INTERVAL:
+            usable.append(scores)
+            common_seeds = shared if common_seeds is None else common_seeds & shared
+    if not usable or not common_seeds or len(common_seeds) < stats.MIN_RUNS_INTERVAL:
+        return {}, []
+    seeds = sorted(common_seeds)
+    matrix: dict[str, np.ndarray] = {}
+    for algo in algos:
+        columns = []
+        for scores in usable:
+            frame = scores.runs[scores.runs["algo"] == algo].set_index("seed")
+            raw = frame.loc[seeds, f"score_{axis}"].to_numpy(float)
+            columns.append(scores.normalise(raw))
+        matrix[algo] = np.stack(columns, axis=1)
+    return matrix, [s.task.env for s in usable]
+
+
+def aggregate_figures(
+    matrix: dict[str, np.ndarray], out: Path, suffix: str
+) -> tuple[pd.DataFrame, list[str]]:
+    """IQM and mean with intervals (a figure and a table) and performance profiles."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from harness.report.plots import save
+
+    library, metrics = stats.quiet_rliable()
+    from rliable import plot_utils
+
+    def aggregates(scores: np.ndarray) -> np.ndarray:
+        return np.array([metrics.aggregate_iqm(scores), metrics.aggregate_mean(scores)])
+
+    with stats.global_numpy_seed(BOOTSTRAP_SEED):
+        points, intervals = library.get_interval_estimates(
+            matrix,
+            aggregates,
+            reps=AGGREGATE_REPS,
+            random_state=np.random.RandomState(BOOTSTRAP_SEED),
+        )
+    algos = sorted(matrix, key=lambda a: points[a][0])
+    fig, _ = plot_utils.plot_interval_estimates(
+        points, intervals, metric_names=["IQM", "Mean"], algorithms=algos, xlabel="Normalised score"
+    )
+    interval_png = f"aggregate_{suffix}.png"
+    save(fig, out / interval_png)
+    plt.close(fig)
+
+    taus = np.linspace(-0.5, 1.5, 81)
+    with stats.global_numpy_seed(BOOTSTRAP_SEED):
+        profiles, profile_cis = library.create_performance_profile(matrix, taus, reps=2000)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    plot_utils.plot_performance_profiles(
+        profiles,
+        taus,
+        performance_profile_cis=profile_cis,
+        ax=ax,
+        xlabel=r"Normalised score $\tau$",
+        ylabel=r"Fraction of runs with score $> \tau$",
+    )
+    ax.legend(loc="upper right", fontsize=8)
+    profile_png = f"profiles_{suffix}.png"
+    save(fig, out / profile_png)
+    plt.close(fig)
+
+    table = pd.DataFrame(
+        [
+            {
+                "algorithm": algo,
+                "IQM": fmt(points[algo][0], 2),
+                "IQM 95% interval": interval(intervals[algo][0, 0], intervals[algo][1, 0], 2),
+                "mean": fmt(points[algo][1], 2),
+                "mean 95% interval": interval(intervals[algo][0, 1], intervals[algo][1, 1], 2),
+            }
+            for algo in reversed(algos)
+        ]
+    )
+    return table, [interval_png, profile_png]
+
+
+def improvement_rows(matrix: dict[str, np.ndarray], families: dict[str, str]) -> pd.DataFrame:
+    """P(ES algorithm > RL algorithm) over runs and tasks, with stratified-bootstrap intervals."""
+    library, metrics = stats.quiet_rliable()
+    rows = []
+    es = [a for a in sorted(matrix) if families.get(a) == "es"]
+    rl = [a for a in sorted(matrix) if families.get(a) != "es"]
+    for x in es:
+        for y in rl:
+            pair = {f"{x},{y}": (matrix[x], matrix[y])}
+            with stats.global_numpy_seed(BOOTSTRAP_SEED):
+                points, intervals = library.get_interval_estimates(
+                    pair,
+                    metrics.probability_of_improvement,
+                    reps=2000,
+                    random_state=np.random.RandomState(BOOTSTRAP_SEED),
+                )
+            key = f"{x},{y}"
+            rows.append(
+                {
+                    "X (ES)": x,
+                    "Y (RL)": y,
+                    "P(X > Y)": fmt(float(points[key]), 2),
+                    "95% interval": interval(float(intervals[key][0]), float(intervals[key][1]), 2),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+# -- the page ------------------------------------------------------------------------------------
+
+
+def _random_scores(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict[str, Any]:
+    committed = out / RANDOM_SCORES
+    measured = runs_dir / "_benchmark" / RANDOM_SCORES if runs_dir is not None else None
+    if measured is not None and measured.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(measured, committed)
+    if not committed.is_file():
+        return {}
+    loaded: dict[str, Any] = json.loads(committed.read_text(encoding="utf-8"))
+    return loaded
+
+
+def write_benchmark_report(
+    bench: Benchmark, runs_dir: Path | None, out: Path, summary: Path
+) -> None:
+    """Refresh the archives, redraw every task's report, write the report and the summary."""
+    from harness.report.build import build_report
+    from harness.report.render import Document, Section, to_html, to_markdown
+
+    out.mkdir(parents=True, exist_ok=True)
+    missing = refresh_archives(bench, runs_dir, out)
+    random = _random_scores(bench, runs_dir, out)
+    all_scores: list[TaskScores] = []
+    task_rows = []
+    per_task_sections = []
+    for task in bench.tasks:
+        folder = out / task_slug(task.env)
+        archive = folder / ARCHIVE
+        random_score = float(random.get(task.env, {}).get("mean", math.nan))
+        scores = task_scores(task, archive, random_score)
+        done = len(bench.seeds) * len(task.algos) - len(missing.get(task.env, []))
+        link = f"{task_slug(task.env)}/report.md"
+        if scores is not None:
+            build_report(
+                [archive],
+                folder,
+                title=f"Benchmark task {task.env}: ES and RL at shipped settings, held-out seeds",
+                map_runs=0,
+            )
+            all_scores.append(scores)
+        task_rows.append(
+            {
+                "task": f"[{task.env}]({link})" if scores is not None else task.env,
+                "cells done": f"{done}/{len(bench.seeds) * len(task.algos)}",
+                "budget": d.budget_phrase(lambda key, t=task: t.budget.get(key)),
+                "at equal timesteps": leader_text(scores, "timesteps") if scores else "—",
+                "at equal CPU-seconds": leader_text(scores, "cpu_seconds") if scores else "—",
+            }
+        )
+        if scores is None:
+            continue
+        section = Section(
+            f"{task.env}",
+            paragraphs=[
+                f"Budget {d.budget_phrase(lambda key, t=task: t.budget.get(key))}; common points: "
+                f"{fmt(scores.at['timesteps'], 0)} timesteps, "
+                f"{fmt(scores.at['cpu_seconds'], 0)} CPU-seconds. Reference score "
+                f"{fmt(task.reference_score)} ({task.reference_source}); random policy "
+                f"{fmt(random_score)}. {task.note} Full report: [{link}]({link}).",
+            ],
+            tables=[("", task_table(scores))],
+        )
+        if missing.get(task.env):
+            section.after.append("Missing cells: " + "; ".join(missing[task.env]) + ".")
+        per_task_sections.append(section)
+
+    families = {
+        algo: (algorithm_family(algo) or "es") for task in bench.tasks for algo in task.algos
+    }
+    aggregate_sections = []
+    for axis, label in AXES.items():
+        matrix, envs = aggregate_matrix(all_scores, axis)
+        if not matrix:
+            aggregate_sections.append(
+                Section(
+                    f"Aggregate at equal {label}",
+                    paragraphs=[
+                        "Not drawn yet: no task has every algorithm completed on at least "
+                        f"{stats.MIN_RUNS_INTERVAL} common seeds."
+                    ],
+                )
+            )
+            continue
+        table, images = aggregate_figures(matrix, out, axis)
+        n_runs = next(iter(matrix.values())).shape[0]
+        aggregate_sections.append(
+            Section(
+                f"Aggregate at equal {label}",
+                paragraphs=[
+                    f"Normalised scores at each task's common {label} over {len(envs)} task(s) "
+                    f"({', '.join(envs)}) and {n_runs} seeds each: IQM and mean with 95% "
+                    "stratified-bootstrap intervals (rliable), then performance profiles "
+                    "(the fraction of runs above each normalised score)."
+                ],
+                images=[(images[0], f"IQM and mean at equal {label}")],
+                tables=[
+                    ("", table),
+                    ("Probability of improvement", improvement_rows(matrix, families)),
+                ],
+                after=[f"![performance profiles at equal {label}]({images[1]})"],
+            )
+        )
+
+    total = sum(len(bench.seeds) * len(t.algos) for t in bench.tasks)
+    n_missing = sum(len(v) for v in missing.values())
+    status = f"{total - n_missing} of {total} cells complete" + (
+        "; missing: " + ", ".join(f"{env} {len(v)}" for env, v in missing.items())
+        if n_missing
+        else ""
+    )
+    intro = [
+        f"Seeds {', '.join(map(str, bench.seeds))} (held out: no setting was tuned on a seed "
+        f"from 100 on); every cell on {bench.workers} core; each algorithm at its shipped "
+        "per-env settings (experiments/defaults.yaml, listed in each task's report appendix). "
+        f"{status}.",
+        "Scores are evaluation returns on fresh seeded episodes (the same seeds for every "
+        "algorithm), interpolated at each task's common point: the most timesteps, or "
+        "CPU-seconds, that every run of the task reached. A leader is named only where the 95% "
+        "intervals of the means (stratified bootstrap, n >= 3) do not overlap. Normalised "
+        "score: 0 for uniformly random actions, 1 at the task's reference score.",
+        "Wall-clock is not compared here: these runs shared a 2-core machine with other work. "
+        "CPU-seconds are each run's own process tree.",
+    ]
+    leaders = Section("Who leads, per task", tables=[("", pd.DataFrame(task_rows))])
+    command = "harness benchmark report" + (
+        f" --runs-dir {runs_dir}" if runs_dir is not None else ""
+    )
+    title = f"Benchmark: ES against RL on {len(bench.tasks)} tasks, held-out seeds"
+    doc = Document(
+        title,
+        [*intro, f"Generated by `{command}` from the run archives under `{out}`."],
+        [leaders, *aggregate_sections, *per_task_sections],
+    )
+    (out / "report.md").write_text(to_markdown(doc), encoding="utf-8")
+    (out / "report.html").write_text(to_html(doc, out), encoding="utf-8")
+    _write_summary(summary, out, title, intro, leaders, aggregate_sections)
+
+
+def _write_summary(
+    summary: Path,
+    out: Path,
+    title: str,
+    intro: list[str],
+    leaders: Any,
+    aggregates: list[Any],
+) -> None:
+    """BENCHMARK.md: the report's first table and aggregate, its links made relative to it."""
+    from os.path import relpath
+
+    base = Path(relpath(out.resolve(), summary.resolve().parent))
+    lines = [f"# {title}", "", *[p for par in intro for p in (par, "")]]
+
+    def relink(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.replace(r"\]\(([^)]+)\)", rf"]({base.as_posix()}/\1)", regex=True)
+
+    lines += ["## Who leads, per task", "", markdown_table(relink(leaders.tables[0][1])), ""]
+    for section in aggregates:
+        lines += [f"## {section.title}", ""]
+        lines += [p for par in section.paragraphs for p in (par, "")]
+        for name, alt in section.images:
+            lines += [f"![{alt}]({base.as_posix()}/{name})", ""]
+        for caption, table in section.tables:
+            lines += ([f"*{caption}*", ""] if caption else []) + [markdown_table(table), ""]
+        for par in section.after:
+            lines += [par.replace("](", f"]({base.as_posix()}/"), ""]
+    lines += [
+        f"Full report, per-task tables and missing cells: [{base}/report.md]({base}/report.md)."
+    ]
+    summary.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
