@@ -100,6 +100,7 @@ from harness.rundir import (
     metrics_look_complete,
     read_run,
     scan_runs,
+    stored_location,
 )
 
 __all__ = [
@@ -308,7 +309,7 @@ def load_runs(paths: Iterable[str | Path]) -> RunTable:
         identity = {
             "run": label,
             "run_id": record.run_id,
-            "run_dir": str(path),
+            "run_dir": stored_location(path),
             "status": record.status,
         }
         config = flatten_config(record.config)

@@ -552,4 +552,15 @@ def extract_run_archive(path: Path) -> Path:
     else:
         target.mkdir()
     _EXTRACTED[key] = target
+    _ARCHIVE_OF[target] = path
     return target
+
+
+_ARCHIVE_OF: dict[Path, Path] = {}
+
+
+def stored_location(run_dir: Path) -> str:
+    """Where a run is stored, for tables: its directory, or ``ARCHIVE#<id>`` for a run read
+    from an archive (not the temporary folder it was unpacked to, which changes per process)."""
+    archive = _ARCHIVE_OF.get(run_dir.parent)
+    return f"{archive}#{run_dir.name}" if archive is not None else str(run_dir)

@@ -371,8 +371,12 @@ def improvement_rows(matrix: dict[str, np.ndarray], families: dict[str, str]) ->
                 {
                     "X (ES)": x,
                     "Y (RL)": y,
-                    "P(X > Y)": fmt(float(points[key]), 2),
-                    "95% interval": interval(float(intervals[key][0]), float(intervals[key][1]), 2),
+                    "P(X > Y)": fmt(float(np.ravel(points[key])[0]), 2),
+                    "95% interval": interval(
+                        float(np.ravel(intervals[key][0])[0]),
+                        float(np.ravel(intervals[key][1])[0]),
+                        2,
+                    ),
                 }
             )
     return pd.DataFrame(rows)
@@ -425,7 +429,7 @@ def write_benchmark_report(
             {
                 "task": f"[{task.env}]({link})" if scores is not None else task.env,
                 "cells done": f"{done}/{len(bench.seeds) * len(task.algos)}",
-                "budget": d.budget_phrase(lambda key, t=task: t.budget.get(key)),
+                "budget": d.budget_phrase(task.budget.get),
                 "at equal timesteps": leader_text(scores, "timesteps") if scores else "—",
                 "at equal CPU-seconds": leader_text(scores, "cpu_seconds") if scores else "—",
             }
@@ -435,7 +439,7 @@ def write_benchmark_report(
         section = Section(
             f"{task.env}",
             paragraphs=[
-                f"Budget {d.budget_phrase(lambda key, t=task: t.budget.get(key))}; common points: "
+                f"Budget {d.budget_phrase(task.budget.get)}; common points: "
                 f"{fmt(scores.at['timesteps'], 0)} timesteps, "
                 f"{fmt(scores.at['cpu_seconds'], 0)} CPU-seconds. Reference score "
                 f"{fmt(task.reference_score)} ({task.reference_source}); random policy "
@@ -505,9 +509,7 @@ def write_benchmark_report(
         "CPU-seconds are each run's own process tree.",
     ]
     leaders = Section("Who leads, per task", tables=[("", pd.DataFrame(task_rows))])
-    command = "harness benchmark report" + (
-        f" --runs-dir {runs_dir}" if runs_dir is not None else ""
-    )
+    command = "harness benchmark report"
     title = f"Benchmark: ES against RL on {len(bench.tasks)} tasks, held-out seeds"
     doc = Document(
         title,

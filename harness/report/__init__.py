@@ -78,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
 
     from harness.commands import UsageError
     from harness.records import STATUSES, UnreadableRun
-
     from harness.rundir import is_run_archive
 
     for raw in args.runs_dirs:

@@ -1,0 +1,137 @@
+"""The benchmark: its file, its cells, and a whole small benchmark run, archived and redrawn."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.benchmark.spec import BenchmarkError, load_benchmark
+from harness.rundir import extract_run_archive, run_dirs
+from tests.conftest import ROOT, harness_cli
+
+SMALL = """\
+name: bench-test
+seeds: [100, 101, 102]
+workers: 1
+tasks:
+  - env: CartPole
+    budget: {timesteps: 3000}
+    reference: {score: 475, source: "CartPole-v1 reward_threshold"}
+    algos: [optimes, ppo]
+    set: [eval_every_timesteps=1000, eval_episodes=3]
+    cost_cpu_s: {optimes: 5, ppo: 20}
+"""
+
+
+def write(folder: Path, text: str) -> Path:
+    path = folder / "bench.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_shipped_benchmark_is_valid_and_held_out() -> None:
+    bench = load_benchmark(ROOT / "experiments" / "benchmark.yaml")
+    assert len(bench.tasks) >= 5
+    assert all(seed >= 100 for seed in bench.seeds) and len(bench.seeds) >= 5
+    assert len(bench.sweep.cells) == sum(len(t.algos) for t in bench.tasks) * len(bench.seeds)
+    costs = [bench.cost_of(cell) for cell in bench.sweep.cells]
+    assert costs == sorted(costs), "cells run cheapest first"
+    assert {c.config["workers"] for c in bench.sweep.cells} == {bench.workers}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("seeds: [100, 101, 102]", None),
+        ("seeds: [5, 100]", "seed 5 is a tuning seed"),
+        ("seeds: []", "seeds must be a list of integers"),
+        ("    budget: {timesteps: 3000}", None),
+        ("    budget: {steps: 3000}", "budget must be a mapping"),
+        ("    algos: [optimes, ppo]", None),
+        ("    algos: [optimes, nope]", "nope"),
+        ("    reference: {score: 475, source: x}", None),
+        ("    reference: {source: x}", "reference must give a numeric score"),
+    ],
+)
+def test_bad_benchmark_file_names_the_value(
+    tmp_path: Path, change: str, message: str | None
+) -> None:
+    key = change.split(":")[0]
+    lines = [change if line.split(":")[0] == key else line for line in SMALL.splitlines()]
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    if message is None:
+        load_benchmark(path)
+        return
+    with pytest.raises(BenchmarkError, match=message):
+        load_benchmark(path)
+
+
+def test_small_benchmark_runs_resumes_and_redraws_from_its_archive(tmp_path: Path) -> None:
+    spec = write(tmp_path, SMALL)
+    runs, out, summary = tmp_path / "runs", tmp_path / "report", tmp_path / "BENCHMARK.md"
+    ran = harness_cli("benchmark", "run", "--file", str(spec), "--runs-dir", str(runs))
+    assert "6 cells, 0 already completed, 6 ran" in ran.stdout
+    again = harness_cli("benchmark", "run", "--file", str(spec), "--runs-dir", str(runs))
+    assert "6 already completed, 0 ran" in again.stdout
+
+    common = ["--file", str(spec), "--out", str(out), "--summary", str(summary)]
+    harness_cli("benchmark", "report", "--runs-dir", str(runs), *common)
+    archive = out / "cartpole" / "runs.tar.xz"
+    archived = run_dirs(extract_run_archive(archive))
+    assert len(archived) == 6
+    assert sorted(p.name for p in archived[0].iterdir()) == [
+        "config.json",
+        "metrics.json",
+        "policy_spec.json",
+        "run.json",
+        "summary.json",
+    ]
+    page = summary.read_text()
+    assert "6 of 6 cells complete" in page
+    assert "| [CartPole](report/cartpole/report.md) | 6/6 |" in page
+    assert "## Aggregate at equal timesteps" in page and "Not drawn yet" not in page
+    for name in ("aggregate_timesteps.png", "profiles_timesteps.png", "aggregate_cpu_seconds.png"):
+        assert (out / name).stat().st_size > 1000
+    assert (out / "cartpole" / "report.md").read_text().count("| optimes |") >= 1
+
+    # Redrawn from the committed archive alone (no runs directory): the same bytes.
+    first = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    first_summary = page
+    harness_cli("benchmark", "report", *common)
+    second = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    changed = sorted(str(k) for k in first if first[k] != second.get(k))
+    assert changed == [], changed
+    assert summary.read_text() == first_summary
+
+
+def test_report_reads_an_archive_as_a_runs_directory(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    harness_cli(
+        "run",
+        "--algo",
+        "optimes",
+        "--env",
+        "CartPole",
+        "--timesteps",
+        "2000",
+        "--seed",
+        "3",
+        "--runs-dir",
+        str(runs),
+        "--set",
+        "eval_every_timesteps=1000",
+    )
+    from harness.rundir import write_run_archive
+
+    archive = tmp_path / "study.tar.xz"
+    write_run_archive(run_dirs(runs), archive)
+    write_run_archive(run_dirs(runs), tmp_path / "again.tar.xz")
+    assert archive.read_bytes() == (tmp_path / "again.tar.xz").read_bytes()
+    harness_cli("report", str(runs), "--out", str(tmp_path / "from_dir"), "--map-runs", "0")
+    harness_cli("report", str(archive), "--out", str(tmp_path / "from_archive"), "--map-runs", "0")
+    for name in ("eval_vs_timesteps.png", "runs.csv"):
+        assert (tmp_path / "from_dir" / name).read_bytes() != b""
+    from_dir = (tmp_path / "from_dir" / "eval_vs_timesteps.png").read_bytes()
+    assert from_dir == (tmp_path / "from_archive" / "eval_vs_timesteps.png").read_bytes()
