@@ -201,22 +201,24 @@ def leader_text(scores: TaskScores, axis: str) -> str:
         _, group = _mean_ci(frame[f"score_{axis}"].to_numpy(float))
         if group.n:
             groups.append((group.mean, str(algo), group))
+    unscored = sorted(set(scores.task.algos) - {name for _, name, _ in groups})
+    absent = (
+        f" ({', '.join(unscored)}: no evaluation by then)" if unscored and len(scores.runs) else ""
+    )
     if len(groups) < 2:
-        return "—"
+        return "—" + absent
     groups.sort(reverse=True)
     (_, best, first), (_, second_name, second) = groups[0], groups[1]
     described = f"**{best}** {fmt(first.mean)} (n={first.n}) over {second_name} {fmt(second.mean)}"
     if first.n < stats.MIN_RUNS_INTERVAL or second.n < stats.MIN_RUNS_INTERVAL:
-        return f"inconclusive (n < {stats.MIN_RUNS_INTERVAL}): {described}"
-    if first.mean_low <= second.mean_high:
-        return (
-            f"inconclusive: {described}; intervals overlap "
-            f"({interval(first.mean_low, first.mean_high)} vs "
-            f"{interval(second.mean_low, second.mean_high)})"
-        )
-    return f"{described}; intervals {interval(first.mean_low, first.mean_high)} vs " + interval(
-        second.mean_low, second.mean_high
+        return f"inconclusive (n < {stats.MIN_RUNS_INTERVAL}): {described}{absent}"
+    intervals = (
+        f"{interval(first.mean_low, first.mean_high)} vs "
+        f"{interval(second.mean_low, second.mean_high)}"
     )
+    if first.mean_low <= second.mean_high:
+        return f"inconclusive: {described}; intervals overlap ({intervals}){absent}"
+    return f"{described}; intervals {intervals}{absent}"
 
 
 def _median_reached(values: np.ndarray) -> str:
@@ -267,7 +269,8 @@ def aggregate_matrix(
     usable: list[TaskScores] = []
     common_seeds: set[int] | None = None
     for scores in all_scores:
-        seed_sets = [set(scores.runs.loc[scores.runs["algo"] == a, "seed"]) for a in algos]
+        scored = scores.runs[np.isfinite(scores.runs[f"score_{axis}"].to_numpy(float))]
+        seed_sets = [set(scored.loc[scored["algo"] == a, "seed"]) for a in algos]
         shared = set.intersection(*seed_sets) if seed_sets else set()
         if len(shared) >= stats.MIN_RUNS_INTERVAL:
             usable.append(scores)
