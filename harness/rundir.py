@@ -221,7 +221,11 @@ def lock_holder(run_dir: Path) -> str:
 
 def head_info() -> dict[str, Any]:
     """Which process writes the run (``run.json``'s ``head``; resume checks it)."""
-    return {"pid": os.getpid(), "hostname": socket.gethostname()}
+    info: dict[str, Any] = {"pid": os.getpid(), "hostname": socket.gethostname()}
+    node = os.environ.get("HARNESS_RAY_NODE")
+    if node:  # a sweep cell run as Ray work: the node that ran it (harness.sweep.ray_cells)
+        info["ray_node"] = node
+    return info
 
 
 # -- status ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness.commands import UsageError, check_runs_dir
 from harness.sweep.scheduler import RESULT_PREFIX, run_sweep
@@ -53,6 +54,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run interrupted cells afresh instead of continuing them from their checkpoint",
     )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="run every cell as Ray work on the cluster at ADDR (default: $RAY_ADDRESS if "
+        "set; 'local' starts a private Ray instance); each cell reserves its workers' CPUs",
+    )
+    parser.add_argument(
+        "--ray-retries",
+        type=int,
+        default=3,
+        help="with --ray-address: times a cell is retried when its node or worker dies (3)",
+    )
+    parser.add_argument(
+        "--ship-every",
+        type=float,
+        default=30.0,
+        metavar="SEC",
+        help="with --ray-address: seconds between shipments of a cell's run directory "
+        "(checkpoints, metrics) to this machine's runs directory (30)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -79,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
                 state = "run" if interrupted is None else f"resume (run {interrupted.name})"
             print(f"{cell.index:3d} {state:<16} {cell.label}")
         return 0
+    address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        return _run_on_ray(args, sweep, runs_dir, address)
     most_workers = max(int(c.config["workers"]) for c in sweep.cells)
     cores = os.cpu_count() or 1
     if jobs * most_workers > cores:
@@ -90,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
     result = run_sweep(
         sweep, runs_dir, jobs, progress=not args.no_progress, resume=not args.no_resume
     )
+    return _summarise(sweep, result, runs_dir)
+
+
+def _summarise(sweep: Any, result: Any, runs_dir: Path) -> int:
     skipped = result.count("skipped")
     ran_ok = result.count("ran", "COMPLETED")
     resumed = result.count("resumed", "COMPLETED")
@@ -103,6 +132,31 @@ def run(args: argparse.Namespace) -> int:
             f"  cell {outcome.cell.index} {outcome.cell.label}: {outcome.status}, log {outcome.log}"
         )
     return 1 if failed else 0
+
+
+def _run_on_ray(args: argparse.Namespace, sweep: Any, runs_dir: Path, address: str) -> int:
+    """``harness sweep --ray-address``: the cells as Ray work (harness.sweep.ray_cells)."""
+    from harness.commands import check_ray_address
+    from harness.sweep.ray_cells import run_sweep_on_ray
+
+    if args.ray_retries < 0:
+        raise UsageError(f"--ray-retries must be 0 or more, got {args.ray_retries}")
+    if not args.ship_every > 0:
+        raise UsageError(
+            f"--ship-every must be a positive number of seconds, got {args.ship_every}"
+        )
+    if address != "local":
+        check_ray_address(address)
+    result = run_sweep_on_ray(
+        sweep,
+        runs_dir,
+        None if address == "local" else address,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+        resume=not args.no_resume,
+        retries=args.ray_retries,
+        ship_every_s=args.ship_every,
+    )
+    return _summarise(sweep, result, runs_dir)
 
 
 def cell_main(argv: list[str]) -> int:
