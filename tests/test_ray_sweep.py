@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -251,3 +253,84 @@ def test_an_interrupted_cluster_sweep_reruns_skipping_completed_cells(
             "sweep", str(sweep), *cells, "--runs-dir", str(remote), "--ray-address", cluster.address
         )
         assert "1 already completed, 0 ran" in rerun.stdout
+
+
+def test_the_documented_ray_start_commands_run_a_sweep(tmp_path: Path) -> None:
+    """docs/cluster.md's `ray start --head` and `ray start --address`, on this machine."""
+    import socket
+
+    import psutil
+
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    # Only this test's Ray processes name it, so they are the ones stopped below; short, as
+    # Ray's socket paths under it must fit in 107 bytes.
+    temp = Path(tempfile.mkdtemp(prefix="hr-", dir="/tmp"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    # `ray start --head` turns token authentication on; the other nodes and the driver
+    # present the token (~/.ray/auth_token here) when told to, as docs/cluster.md says.
+    env = {**os.environ, "HARNESS_RAY_PY_MODULES": "0", "RAY_AUTH_MODE": "token"}
+    env.pop("RAY_ADDRESS", None)
+    common = [
+        "--disable-usage-stats",
+        "--node-ip-address",
+        "127.0.0.1",
+        "--object-store-memory",
+        str(STORE["object_store_memory"]),
+    ]
+    try:
+        subprocess.run(
+            [
+                ray_cli,
+                "start",
+                "--head",
+                "--port",
+                str(port),
+                "--num-cpus",
+                "0",
+                "--temp-dir",
+                str(temp),
+                "--include-dashboard",
+                "false",
+                *common,
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        subprocess.run(
+            [ray_cli, "start", "--address", address, "--num-cpus", "1", *common],
+            check=True,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        sweep = write_sweep(tmp_path, 2000)
+        ran = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "sweep",
+                str(sweep),
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--ray-address",
+                address,
+            ],
+            env={**env, "HARNESS_PROGRESS": "0"},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert "2 cells, 0 already completed, 2 ran" in ran.stdout, ran.stdout + ran.stderr
+    finally:
+        for proc in psutil.process_iter(["cmdline"]):
+            with_temp = any(str(temp) in part for part in proc.info["cmdline"] or [])
+            if with_temp:
+                proc.kill()
+        shutil.rmtree(temp, ignore_errors=True)

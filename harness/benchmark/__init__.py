@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
         if name == "run":
             command.add_argument("--jobs", type=int, default=1, help="cells at once (1)")
+            command.add_argument(
+                "--ray-address",
+                default=None,
+                metavar="ADDR",
+                help="run the cells as Ray work on this cluster (docs/cluster.md)",
+            )
             command.add_argument("--no-progress", action="store_true", help="hide the bar")
         if name == "report":
             command.add_argument(
@@ -151,7 +157,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         tmp = reference.with_suffix(".tmp")
         tmp.write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, reference)
-    result = run_sweep(bench.sweep, args.runs_dir, args.jobs, progress=not args.no_progress)
+    if args.ray_address:
+        from harness.commands import check_ray_address
+        from harness.sweep.ray_cells import run_sweep_on_ray
+
+        if args.ray_address != "local":
+            check_ray_address(args.ray_address)
+        result = run_sweep_on_ray(
+            bench.sweep,
+            args.runs_dir,
+            None if args.ray_address == "local" else args.ray_address,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    else:
+        result = run_sweep(bench.sweep, args.runs_dir, args.jobs, progress=not args.no_progress)
     failed = result.failed
     print(
         f"benchmark {bench.name}: {len(bench.sweep.cells)} cells, "
