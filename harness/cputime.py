@@ -10,6 +10,10 @@ worker that exits still counts.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from typing import Any
+
 import psutil
 
 
@@ -40,3 +44,36 @@ class CpuMeter:
             self._last_seen[child.pid] = float(times.user + times.system)
         total = self._own_seconds() - self._baseline_s + sum(self._last_seen.values())
         return self._offset_s + total
+
+
+#: Set by a sweep for its cells: how many cells it runs at once on this machine.
+SWEEP_JOBS_ENV = "HARNESS_SWEEP_JOBS"
+
+
+class MachineLoad:
+    """What else the machine did while a run trained: the 1-minute load average, sampled.
+
+    A wall-clock figure is the run's own only when the load stayed near the cores the
+    run used; ``summary.json`` keeps these samples' summary (``machine_load``) so that
+    reports can label wall-clock from loaded machines.
+    """
+
+    def __init__(self) -> None:
+        self._samples: list[float] = []
+        self.sample()
+
+    def sample(self) -> None:
+        with contextlib.suppress(OSError):  # not every platform has a load average
+            self._samples.append(os.getloadavg()[0])
+
+    def summary(self) -> dict[str, Any]:
+        jobs = os.environ.get(SWEEP_JOBS_ENV)
+        samples = self._samples
+        return {
+            "cpu_count": os.cpu_count(),
+            "loadavg_1m_start": samples[0] if samples else None,
+            "loadavg_1m_mean": sum(samples) / len(samples) if samples else None,
+            "loadavg_1m_max": max(samples, default=None),
+            "samples": len(self._samples),
+            "sweep_jobs": int(jobs) if jobs and jobs.isdigit() else None,
+        }

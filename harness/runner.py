@@ -72,7 +72,7 @@ from harness.checkpoint import (
     write_checkpoint_payload,
 )
 from harness.config import validate_params
-from harness.cputime import CpuMeter
+from harness.cputime import CpuMeter, MachineLoad
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 from harness.signals import interrupt_on_stop_signals
 
@@ -322,6 +322,7 @@ class Trainer:
         self._cpu_meter = CpuMeter()
         self._cpu_offset_s = 0.0  # a resumed run's CPU-seconds before this process
         self._cpu_sampled_at = 0.0
+        self._machine_load = MachineLoad()
         setup_started = time.perf_counter()
         with sigint_ignored():
             self.algorithm = build_algorithm(config)
@@ -642,6 +643,7 @@ class Trainer:
         if force or now - self._cpu_sampled_at >= 1.0:
             self._cpu_sampled_at = now
             self.progress.cpu_seconds = self._cpu_offset_s + self._cpu_meter.seconds()
+            self._machine_load.sample()
 
     def _log_population(self) -> None:
         population = self.algorithm.population_record()
@@ -705,6 +707,7 @@ class Trainer:
             "target": self.target_summary(),
             "time_breakdown": self.time_breakdown(),
             "training_started_at": self._training_started_at,
+            "machine_load": self._machine_load.summary(),
         }
         if self.run is not None:
             with tempfile.TemporaryDirectory() as tmp:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -88,6 +90,9 @@ def test_small_benchmark_runs_resumes_and_redraws_from_its_archive(tmp_path: Pat
         "run.json",
         "summary.json",
     ]
+    load = json.loads((archived[0] / "summary.json").read_text())["machine_load"]
+    assert load["sweep_jobs"] == 1 and load["cpu_count"] == os.cpu_count()
+    assert load["samples"] >= 1 and load["loadavg_1m_max"] >= load["loadavg_1m_mean"] >= 0
     page = summary.read_text()
     assert "6 of 6 cells complete" in page
     assert "| [CartPole](report/cartpole/report.md) | 6/6 |" in page

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import rundir
+from harness.cputime import SWEEP_JOBS_ENV
 from harness.signals import interrupt_on_stop_signals
 from harness.sweep.spec import Cell, Sweep
 from harness.sweep.store import completed_runs, find_completed, resumable_run
@@ -78,7 +79,8 @@ class SweepResult:
 class _Children:
     """Live cell subprocesses, so an interrupt can stop them."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: int = 1) -> None:
+        self.jobs = jobs
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen[bytes]] = set()
         self.stopping = False
@@ -106,6 +108,8 @@ def _run_logged(
 ) -> tuple[int, str]:
     """Run ``command`` with output appended to ``log_path``; its exit code and new output."""
     env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1"}
+    if children is not None:
+        env[SWEEP_JOBS_ENV] = str(children.jobs)  # recorded in the run (harness.cputime)
     with open(log_path, "ab") as log:
         start = log.tell()  # earlier attempts of this cell are above
         log.write(f"$ {' '.join(command)}\n# {header}\n".encode())
@@ -234,7 +238,7 @@ def run_sweep(
         file=sys.stderr,
     )
     say = echo or bar.write
-    children = _Children()
+    children = _Children(max(1, jobs))
 
     def attempt(cell: Cell) -> CellOutcome:
         with cell_lock(runs_dir, cell.key):
