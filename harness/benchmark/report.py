@@ -201,10 +201,13 @@ def leader_text(scores: TaskScores, axis: str) -> str:
         _, group = _mean_ci(frame[f"score_{axis}"].to_numpy(float))
         if group.n:
             groups.append((group.mean, str(algo), group))
-    unscored = sorted(set(scores.task.algos) - {name for _, name, _ in groups})
-    absent = (
-        f" ({', '.join(unscored)}: no evaluation by then)" if unscored and len(scores.runs) else ""
+    ran = set(scores.runs["algo"])
+    unscored = sorted(ran - {name for _, name, _ in groups})
+    not_run = sorted(set(scores.task.algos) - ran)
+    notes = ([f"{', '.join(unscored)}: no evaluation by then"] if unscored else []) + (
+        [f"{', '.join(not_run)}: no completed run yet"] if not_run else []
     )
+    absent = f" ({'; '.join(notes)})" if notes else ""
     if len(groups) < 2:
         return "—" + absent
     groups.sort(reverse=True)
