@@ -20,6 +20,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -54,11 +55,38 @@ class ConfigError(ValueError):
     """A bad configuration value; the message is one line naming it."""
 
 
+class NumberLoader(yaml.SafeLoader):
+    """The safe loader, reading ``1e5`` and ``3e-4`` as numbers as people write them.
+
+    YAML 1.1 (PyYAML) takes a float only with a dot and a signed exponent, so ``3e-4``
+    would arrive as a string; YAML 1.2 and JSON read it as a number.
+    """
+
+
+NumberLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def load_yaml(stream: Any) -> Any:
+    """YAML text or stream through :class:`NumberLoader`."""
+    return yaml.load(stream, Loader=NumberLoader)  # a SafeLoader subclass: safe
+
+
 def read_yaml(path: Path) -> Any:
     """Read YAML with the safe loader; a malformed file is a :class:`ConfigError`."""
     try:
         with open(path, encoding="utf-8") as stream:
-            return yaml.safe_load(stream)
+            return load_yaml(stream)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -130,7 +158,7 @@ def algo_section(algo: str) -> str:
 def parse_value(text: str) -> Any:
     """A ``--set`` value as YAML scalar/list: ``0.1`` -> float, ``true`` -> bool, ``[64,64]``."""
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError:
         raise ConfigError(f"cannot parse value {text!r}") from None
 

@@ -20,6 +20,7 @@ reads it from the completed config.
 from __future__ import annotations
 
 import argparse
+import decimal
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -557,6 +558,34 @@ def flag_help(knob: Knob, text: str | None = None, default: bool = True) -> str:
     return shown.replace("%", "%%")  # argparse formats help with %
 
 
+def integral(value: Any) -> int | None:
+    """``value`` as an int when it is one or a float with no fraction (``1e5``), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def parse_number(text: str, integer: bool = False) -> int | float | None:
+    """A number as people write it (``300000``, ``3e5``, ``3e-4``), or None if it is not one.
+
+    ``integer``: only integral values (``1e5`` is 100000, ``1.5e0`` is None); read exactly,
+    through :class:`decimal.Decimal`, so large integers keep every digit.
+    """
+    try:
+        number = decimal.Decimal(text.strip().replace("_", ""))
+    except decimal.InvalidOperation:
+        return None
+    if not integer:
+        return float(number)
+    if not number.is_finite() or number != number.to_integral_value():
+        return None
+    return int(number)
+
+
 def flag_type(knob: Knob) -> Any:
     """An argparse ``type`` for a knob: parses, and checks the bound, naming the knob."""
     noun = knob.name.replace("_", " ")
@@ -565,13 +594,12 @@ def flag_type(knob: Knob) -> Any:
     def parse(text: str) -> Any:
         if knob.allow_auto and text == "auto":
             return text
-        try:
-            value = kind(text)
-        except ValueError:
+        value = parse_number(text, integer=kind is int)
+        if value is None:
             what = "an integer" if kind is int else "a number"
             extra = " or 'auto'" if knob.allow_auto else ""
             message = f"{noun} must be {what}{extra}, got {text!r}"
-            raise argparse.ArgumentTypeError(message) from None
+            raise argparse.ArgumentTypeError(message)
         if knob.below_least(value):
             least = "positive" if knob.positive or knob.least == 1 else f">= {knob.least:g}"
             raise argparse.ArgumentTypeError(f"{noun} must be {least}, got {value}")
