@@ -33,7 +33,6 @@ Section = Literal["identity", "budget", "run", "policy", "record"]
 ES: frozenset[str] = frozenset({"es"})
 RL: frozenset[str] = frozenset({"rl"})
 ALL: frozenset[str] = frozenset({"es", "rl"})
-FAMILY_NAMES = {"es": "the ES family", "rl": "PPO/A2C"}
 
 
 @dataclass(frozen=True)
@@ -188,6 +187,17 @@ KNOBS: tuple[Knob, ...] = (
         families=ES,
         flags=("--backend",),
         metavar="{" + ",".join(BACKENDS) + "}",
+    ),
+    Knob(
+        "imports",
+        list,
+        [],
+        "modules of your own to import first, where envs or algorithms register (repeat the "
+        "flag for more); recorded, so sweep cells, resume, check-repro and workers import "
+        "them too",
+        section="identity",
+        flags=("--import",),
+        metavar="MODULE",
     ),
     Knob(
         "ray_address",
@@ -491,11 +501,6 @@ def knobs(section: Section | None = None) -> Iterable[Knob]:
     return (k for k in KNOBS if section is None or k.section == section)
 
 
-def settable_names() -> list[str]:
-    """Every key ``--set`` accepts besides an algorithm's hyperparameters."""
-    return [k.name for k in KNOBS if k.settable]
-
-
 def flag_names() -> dict[str, Knob]:
     """Every ``harness run`` knob flag (aliases included) -> its knob."""
     return {flag: knob for knob in KNOBS for flag in knob.flags}
@@ -544,7 +549,7 @@ def flag_default_text(knob: Knob) -> str:
         return "per env, from experiments/defaults.yaml; see --print-config"
     if knob.name == "ray_address":
         return "$RAY_ADDRESS, else a local instance"
-    if knob.default is None:
+    if knob.default is None or knob.default == []:
         return "none"
     return str(knob.default)
 
@@ -635,13 +640,17 @@ def add_flags(
         title = {**GROUP_TITLES, **(titles or {})}.get(knob.section, "knobs")
         if title not in groups:
             groups[title] = parser.add_argument_group(title)
+        # a list knob's flag is repeated, one value each (--import a --import b)
+        how: dict[str, Any] = (
+            {"action": "append", "type": str} if knob.type is list else {"type": flag_type(knob)}
+        )
         groups[title].add_argument(
             *knob.flags,
             dest=knob.dest,
-            type=flag_type(knob),
             default=None,
             metavar=knob.metavar or knob.key.upper(),
             help=flag_help(knob, (helps or {}).get(knob.name), show_defaults),
+            **how,
         )
 
 
