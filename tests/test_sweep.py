@@ -122,7 +122,7 @@ def test_goodai_policies_have_the_published_sizes() -> None:
         ),
         (
             "name: x\ngrid: {algo: [optimes], env: [CartPole], seeds: [1]}\n",
-            "unknown key grid.'seeds'",
+            "grid.seeds: optimes has no hyperparameter or knob 'seeds'; did you mean: seed?",
         ),
         (
             "name: x\ngrid: {algo: [optimes], env: [CartPole]}\nbudget: {steps: 10}\n",

@@ -8,6 +8,7 @@ anything runs.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import re
@@ -218,7 +219,7 @@ def grid_key_applies(algo: str, key: str) -> bool:
     if knob is not None:
         how = f"give it as the file's {knob.name}" if knob.name == "backend" else "not a grid key"
         raise ConfigError(f"grid.{key}: {knob.name} is {how}")
-    close = suggest_keys(name, params)
+    close = [*difflib.get_close_matches(key, GRID_KEYS, n=1), *suggest_keys(name, params)]
     hint = f"; did you mean: {', '.join(close)}?" if close else ""
     raise ConfigError(f"grid.{key}: {algo} has no hyperparameter or knob {name!r}{hint}")
 
@@ -303,6 +304,12 @@ def load_sweep(
         except AlgorithmRegistryError as error:
             raise SweepError(f"{path}: overrides.{algo}: {error}") from None
     description = data.get("description") or ""
+    for algo in axes["algo"]:
+        for key in further:
+            try:
+                grid_key_applies(str(algo), key)
+            except (AlgorithmRegistryError, ConfigError) as error:
+                raise SweepError(f"{path}: {error}") from None
 
     cells: list[Cell] = []
     # Seeds outermost: a partly finished sweep already holds whole comparisons.
