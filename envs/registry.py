@@ -131,7 +131,10 @@ class UnknownEnvError(ValueError):
         if reason is not None:
             super().__init__(f"unknown environment {name!r}: {reason}")
         else:
-            super().__init__(f"unknown environment {name!r}{hint} known short names: {known}")
+            super().__init__(
+                f"unknown environment {name!r}{hint} known short names: {known}; an env of "
+                "your own: --import MODULE, or MODULE:ID"
+            )
 
 
 @contextlib.contextmanager

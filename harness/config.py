@@ -523,9 +523,11 @@ def import_user_modules(imports: Any) -> list[str]:
     for module in imports:
         if not _MODULE_NAME.fullmatch(module):
             raise ConfigError(f"imports: {module!r} is not a module name")
+    from algorithms.registry import AlgorithmRegistryError
+
     try:
         import_modules(imports)
-    except PluginImportError as error:
+    except (PluginImportError, AlgorithmRegistryError) as error:
         raise ConfigError(str(error)) from None
     return list(imports)
 
