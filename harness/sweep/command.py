@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=V1,V2",
-        help=f"replace a grid axis ({', '.join(GRID_KEYS)}), e.g. seed=0,1",
+        help=f"replace or add a grid key: an axis ({', '.join(GRID_KEYS)}), a --set knob or "
+        "an algorithm hyperparameter, e.g. seed=0,1 or sigma=0.02,0.05",
     )
     parser.add_argument(
         "--dry-run",
