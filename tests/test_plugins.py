@@ -8,6 +8,7 @@ installs it) provides the cross-entropy method through its entry point.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from algorithms.registry import algorithm_names, algorithm_source, prefix_names
 from tests.conftest import ROOT
 
 HARNESS = Path(sys.executable).with_name("harness")
@@ -371,3 +373,39 @@ def test_the_plugin_end_to_end_sweep_interrupt_resume_check_repro_report(project
     assert len(groups) == 4, groups
     markdown = (project / "report" / "report.md").read_text()
     assert "mean and std of the best" in markdown  # the plugin describes its update
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """String constants a comparison operand holds (itself, or inside a tuple/list/set)."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+
+
+def test_no_module_compares_algorithm_names_but_their_own_and_the_registry() -> None:
+    """Behaviour follows what an algorithm declares: a comparison with a registered name
+    (``algo == "ppo"``, ``algo in ("ppo", "a2c")``, ``algo.startswith("ng:")``) outside the
+    algorithm's own module and the registry would treat a new algorithm wrongly."""
+    names = set(algorithm_names())
+    prefixes = {form.removesuffix("NAME") for form in prefix_names()}
+    own = {algorithm_source(n).removeprefix("module ") for n in names}
+    own |= {"algorithms.registry", "algorithms.nevergrad_es"}  # the ng: prefix's module
+    offenders = []
+    for package in ("envs", "evaluation", "algorithms", "harness"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            if module in own:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                found: list[str] = []
+                if isinstance(node, ast.Compare):
+                    for operand in [node.left, *node.comparators]:
+                        found += [text for text in _strings(operand) if text in names]
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("startswith", "removeprefix")
+                ):
+                    for arg in node.args:
+                        found += [text for text in _strings(arg) if text in prefixes]
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {t!r}" for t in found]
+    assert not offenders, offenders
