@@ -198,6 +198,7 @@ KNOBS: tuple[Knob, ...] = (
         section="identity",
         flags=("--import",),
         metavar="MODULE",
+        default_is_the_old_behaviour=True,
     ),
     Knob(
         "ray_address",

@@ -373,6 +373,7 @@ def test_the_plugin_end_to_end_sweep_interrupt_resume_check_repro_report(project
     assert len(groups) == 4, groups
     markdown = (project / "report" / "report.md").read_text()
     assert "mean and std of the best" in markdown  # the plugin describes its update
+    assert "harness run --import myenvs --algo cem --env MyWalk-v0" in markdown
 
 
 def _strings(node: ast.AST) -> list[str]:

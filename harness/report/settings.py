@@ -49,6 +49,7 @@ HEADLINE = (
 )
 #: Top-level config keys ``harness run`` takes as flags (everything else goes through --set).
 FLAG_KEYS = (
+    "imports",
     "algo",
     "env",
     "seed",
@@ -61,6 +62,8 @@ FLAG_KEYS = (
     "time_limit",
     "target_return",
 )
+#: Flags not spelled as their key.
+FLAG_SPELLINGS = {"imports": "--import"}
 #: Never part of a command: the sweep name is a label, not a knob of ``harness run``.
 NOT_COMMAND = ("sweep",)
 
@@ -344,8 +347,9 @@ def reproduce_command(config: dict[str, Any]) -> str:
         value = config.get(key)
         if not _present(value) or not _applies(key, family):
             continue
-        flag = "--" + key.replace("_", "-")
-        flags += [flag, _yaml_value(value) if isinstance(value, float) else str(value)]
+        flag = FLAG_SPELLINGS.get(key, "--" + key.replace("_", "-"))
+        for one in value if isinstance(value, list) else [value]:  # a list: one flag each
+            flags += [flag, _yaml_value(one) if isinstance(one, float) else str(one)]
     base = _defaults(json.dumps({k: config.get(k) for k in FLAG_KEYS}, sort_keys=True))
     base_flat = _flat(base) if base is not None else {}
     clash = _clashing_names()
