@@ -339,6 +339,20 @@ def test_cell_identity_ignores_ray_address_and_knobs_one_side_lacks(tmp_path: Pa
     assert not same_cell(cell_identity(cell), cell_identity(stored))
 
 
+def test_no_imports_leaves_the_identity_and_key_of_stored_cells_as_they_were(
+    tmp_path: Path,
+) -> None:
+    """Runs stored before ``imports`` existed are the same cells, under the same lock key."""
+    from harness.sweep import cell_identity, cell_key, same_cell
+
+    cell = load_sweep(write_sweep(tmp_path, "ident", [0])).cells[0].config
+    assert cell["imports"] == []
+    stored = {key: value for key, value in cell.items() if key != "imports"}
+    assert same_cell(cell_identity(cell), cell_identity(stored))
+    assert cell_key(cell) == cell_key(stored)
+    assert cell_key({**cell, "imports": ["mypackage.envs"]}) != cell_key(cell)
+
+
 def test_file_wide_settings_reach_only_the_cells_that_use_them(tmp_path: Path) -> None:
     path = write_sweep(
         tmp_path, "mixed", [0], algos=("optimes", "ppo"), extra="  ppo: [n_steps=32]\n"
