@@ -75,6 +75,10 @@ class Mine(CMAES):
 """
 
 
+#: A one-generation cma run on CartPole, up to its runs directory.
+CMA_RUN = ("--algo", "cma", "--env", "CartPole", "--generations", "1", "--runs-dir")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def plugin_installed() -> None:
     """The worked plugin, installed as ``make venv`` installs it (once, if missing)."""
@@ -189,21 +193,7 @@ def test_an_algorithm_of_the_users_module_and_a_name_claimed_twice(project: Path
     )
     (config,) = run_configs(runs)
     assert config["algo"] == "my-cma" and config["imports"] == ["myalgo"]
-    clash = harness(
-        project,
-        "run",
-        "--import",
-        "clash",
-        "--algo",
-        "cma",
-        "--env",
-        "CartPole",
-        "--generations",
-        "1",
-        "--runs-dir",
-        str(runs),
-        check=False,
-    )
+    clash = harness(project, "run", "--import", "clash", *CMA_RUN, str(runs), check=False)
     usage_error(clash, "'cma' is claimed twice", "module algorithms.cma_es", "module clash")
     assert len(run_configs(runs)) == 1
 
@@ -271,42 +261,16 @@ def test_grid_keys_on_the_command_line_and_a_hyperparameter_one_algorithm_lacks(
 ) -> None:
     sweep, runs = project / "ablation.yaml", project / "runs"
     sweep.write_text(GRID_SWEEP)
+    command = ("sweep", str(sweep), "--runs-dir", str(runs))
     listed = harness(
-        project,
-        "sweep",
-        str(sweep),
-        "--runs-dir",
-        str(runs),
-        "--dry-run",
-        "--grid",
-        "sigma=0.02,0.05,0.2",
-        "--grid",
-        "policy.kind=linear",
+        project, *command, "--dry-run", "--grid", "sigma=0.02,0.05,0.2", "--grid", "kind=linear"
     ).stdout
     cells = [line for line in listed.splitlines() if "optimes CartPole" in line]
-    assert len(cells) == 6 and all('"policy.kind"' not in c for c in cells), listed
-    assert sum("sigma=0.02 " in c for c in cells) == 2
-    refused = harness(
-        project,
-        "sweep",
-        str(sweep),
-        "--runs-dir",
-        str(runs),
-        "--grid",
-        "algo=optimes,cma",
-        check=False,
-    )
+    assert len(cells) == 6 and all(c.endswith(" kind=linear") for c in cells), listed
+    assert sum(" sigma=0.02 " in c for c in cells) == 2
+    refused = harness(project, *command, "--grid", "algo=optimes,cma", check=False)
     usage_error(refused, "grid.sigma: cma has no hyperparameter or knob 'sigma'", "sigma0")
-    refused = harness(
-        project,
-        "sweep",
-        str(sweep),
-        "--runs-dir",
-        str(runs),
-        "--grid",
-        "population=2.5e0",
-        check=False,
-    )
+    refused = harness(project, *command, "--grid", "population=2.5e0", check=False)
     usage_error(refused, "population", "2.5")
     assert not runs.exists()
 

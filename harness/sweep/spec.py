@@ -68,7 +68,10 @@ class Cell:
         family = family_of(c["algo"])
         uses_k = family is None or schema.BY_NAME["episodes"].applies_to(family)
         episodes = f" episodes={c['episodes']}" if uses_k else ""
-        varied = "".join(f" {key}={json.dumps(value)}" for key, value in self.varied.items())
+        varied = "".join(
+            f" {key}={value if isinstance(value, str) else json.dumps(value)}"
+            for key, value in self.varied.items()
+        )
         return f"{c['algo']} {c['env']} seed={c['seed']}{episodes} workers={c['workers']}{varied}"
 
 
