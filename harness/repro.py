@@ -447,13 +447,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--interrupt-at",
-        type=int,
+        type=schema.integer_type("interrupt-at"),
         help="step after which the interrupted run gets SIGINT (default 3)",
     )
     parser.add_argument(
-        "--workers-b", type=int, default=2, help="worker count compared with W=1 (default 2)"
+        "--workers-b",
+        type=schema.integer_type("workers-b"),
+        default=2,
+        help="worker count compared with W=1 (default 2)",
     )
-    parser.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
+    parser.add_argument(
+        "--jobs", type=schema.integer_type("jobs"), default=2, help="runs at once (default 2)"
+    )
     parser.add_argument(
         "--checks",
         type=_checks,

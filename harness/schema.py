@@ -592,6 +592,19 @@ def parse_number(text: str, integer: bool = False) -> int | float | None:
     return int(number)
 
 
+def integer_type(noun: str) -> Any:
+    """An argparse ``type`` for a flag that takes an integer as people write it (``1e3``)."""
+
+    def parse(text: str) -> int:
+        value = parse_number(text, integer=True)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"{noun} must be an integer, got {text!r}")
+        return int(value)
+
+    parse.__name__ = noun  # argparse names the type in some messages
+    return parse
+
+
 def flag_type(knob: Knob) -> Any:
     """An argparse ``type`` for a knob: parses, and checks the bound, naming the knob."""
     noun = knob.name.replace("_", " ")

@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from harness import schema
 from harness.commands import UsageError, check_runs_dir
 from harness.sweep.scheduler import RESULT_PREFIX, run_sweep
 from harness.sweep.spec import GRID_KEYS, SweepError, load_sweep, parse_grid_override
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", default="runs", help="Sacred FileStorage directory")
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=schema.integer_type("jobs"),
         default=None,
         help="cells run at once (default: the file's jobs, else 1); more jobs "
         "than cores distorts wall-clock comparisons",
