@@ -28,6 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "than cores distorts wall-clock comparisons",
     )
     parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module of your own first, for every cell (added to the file's imports)",
+    )
+    parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -62,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     """``harness sweep``: 0 when every cell is completed, 1 when some failed."""
     try:
         grid = dict(parse_grid_override(text) for text in args.grid)
-        sweep = load_sweep(args.file, extra_set=args.overrides, grid_override=grid)
+        sweep = load_sweep(
+            args.file, extra_set=args.overrides, grid_override=grid, extra_imports=args.imports
+        )
     except SweepError as error:
         raise UsageError(str(error)) from None
     if args.jobs is not None and args.jobs < 1:

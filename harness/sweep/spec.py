@@ -245,12 +245,14 @@ def load_sweep(
     path: str | Path,
     extra_set: list[str] | None = None,
     grid_override: dict[str, list[Any]] | None = None,
+    extra_imports: list[str] | None = None,
 ) -> Sweep:
     """Parse and validate a sweep file; raise :class:`SweepError` (one line) on bad input.
 
     ``extra_set`` (``--set``) is appended to the file's ``set`` list and
     ``grid_override`` (``--grid``) replaces or adds grid keys: a smaller budget or fewer
     seeds without editing the file. Changed configs are new cells (new runs).
+    ``extra_imports`` (``--import``) are added to the file's ``imports``.
     """
     path = Path(path)
     try:
@@ -265,7 +267,10 @@ def load_sweep(
         raise SweepError(f"{path}: name must be letters, digits, '_', '.' or '-', got {name!r}")
     try:
         # before any name is resolved: the modules register envs and algorithms
-        imports = import_user_modules(data.get("imports"))
+        listed = data.get("imports")
+        if extra_imports and (listed is None or isinstance(listed, list)):
+            listed = list(dict.fromkeys([*(listed or []), *extra_imports]))
+        imports = import_user_modules(listed)
     except ConfigError as error:
         raise SweepError(f"{path}: {error}") from None
     grid = data.get("grid")
