@@ -133,17 +133,17 @@ def build_cell_config(
     reach only the cells whose algorithm uses them; ``per_algo`` overrides are
     the user's word for this algorithm, so a knob it does not use is an error.
     ``varied``: the values of the grid's further keys, checked against this algorithm by
-    :func:`grid_assignments`.
+    :func:`grid_key_applies`.
     """
     from algorithms.registry import family_of
     from harness.config import build_run_config, param_types, parse_assignment
 
     family = family_of(algo) or "es"
     given: dict[str, Any] = {"algo": algo, "env": env, "seed": seed, "workers": workers}
+    sources = dict.fromkeys(given, "sweep grid")
     if imports:
         given["imports"] = list(imports)
-    sources = dict.fromkeys(given, "sweep grid")
-    sources["imports"] = "sweep file imports"
+        sources["imports"] = "sweep file imports"
     if schema.BY_NAME["episodes"].applies_to(family):
         given["episodes"] = episodes
         sources["episodes"] = "sweep grid"
@@ -167,10 +167,11 @@ def build_cell_config(
         if knob is None or knob.applies_to(family):
             shared.append(assignment)
     set_by_file = {parse_assignment(a, params)[0] for a in [*shared, *per_algo]}
+    set_by_file |= {key for key in BUDGET_KEYS if budget.get(key) is not None}
     for key, value in (varied or {}).items():
         config_path, typed = parse_assignment(f"{key}={json.dumps(value)}", params)
         if config_path in set_by_file:
-            raise ConfigError(f"grid.{key} is also set in the file's set or overrides")
+            raise ConfigError(f"grid.{key} is also set in the file's budget, set or overrides")
         section, _, name = config_path.rpartition(".")
         holder = given.setdefault(section, {}) if section else given
         holder[name] = typed
