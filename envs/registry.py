@@ -297,7 +297,7 @@ def make_env(name: str, *, render_mode: str | None = None) -> gym.Env[Any, Any]:
     wrapper (``PendulumPO``) or ``gym.make`` arguments (``AntNoContact``) get them applied.
     """
     env_id = resolve_env_id(name)  # imports the run's modules and a module:Id's module
-    alias = _alias_key(_import_env_module(name))
+    alias = _alias_key(name.rpartition(":")[2])
     if alias is not None:
         return BY_NAME[alias].make(render_mode)
     return _make_id(env_id, render_mode)

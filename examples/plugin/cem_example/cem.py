@@ -70,6 +70,8 @@ class CrossEntropyMethod(VectorES):
     def _create(self, x0: np.ndarray) -> None:
         self.mean = x0.copy()
         self.std = np.full_like(x0, self.config.sigma)
+        #: the generation's candidates, from _ask to _tell
+        self._asked = np.empty((0, x0.size))
 
     def _ask(self) -> tuple[list[Any], list[np.ndarray]]:
         # numpy's global RNG here is the private, checkpointed state (VectorES.rng)
