@@ -374,3 +374,20 @@ def test_no_module_compares_algorithm_names_but_their_own_and_the_registry() -> 
                         found += [text for text in _strings(arg) if text in prefixes]
                 offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {t!r}" for t in found]
     assert not offenders, offenders
+
+
+def test_a_name_an_entry_point_claims_twice_names_both_sources() -> None:
+    from algorithms.cma_es import CMAES
+    from algorithms.registry import AlgorithmRegistryError, get_algorithm, register
+
+    class Other(CMAES):
+        pass
+
+    source = "entry point cma = theirs.algos:Other of package theirs"
+    with pytest.raises(AlgorithmRegistryError) as refused:
+        register("cma", source)(Other)
+    assert str(refused.value) == (
+        f"algorithm name 'cma' is claimed twice: by module algorithms.cma_es and by {source}"
+    )
+    assert get_algorithm("cma") is CMAES  # the first claim stands
+    assert algorithm_source("cem").startswith("entry point cem = cem_example.cem:")
