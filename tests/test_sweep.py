@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -383,3 +384,38 @@ def test_cell_identity_ignores_knobs_the_algorithm_does_not_use(tmp_path: Path) 
     assert same_cell(cell_identity(cell), cell_identity(stored))
     stored["params"]["n_steps"] = 64
     assert not same_cell(cell_identity(cell), cell_identity(stored))
+
+
+def test_grid_keys_beyond_the_axes_vary_knobs_and_hyperparameters_per_algorithm(
+    tmp_path: Path,
+) -> None:
+    """A knob a family does not use gives its algorithms one cell, not one per value; list
+    values vary as wholes; a grid key the file also sets is refused."""
+    path = tmp_path / "further.yaml"
+    path.write_text(
+        "name: further\n"
+        "grid:\n"
+        "  algo: [optimes, ppo]\n"
+        "  env: [CartPole]\n"
+        "  sync: [broadcast, seeds]\n"
+        "  policy.hidden_sizes: [[8], [16, 16]]\n"
+        "budget: {timesteps: 1e4}\n"
+    )
+    cells = load_sweep(path).cells
+    by_algo: dict[str, list[tuple[Any, ...]]] = {}
+    for cell in cells:
+        config = cell.config
+        by_algo.setdefault(config["algo"], []).append(
+            (config.get("sync"), tuple(config["policy"]["hidden_sizes"]))
+        )
+    assert sorted(by_algo["optimes"]) == [
+        ("broadcast", (8,)),
+        ("broadcast", (16, 16)),
+        ("seeds", (8,)),
+        ("seeds", (16, 16)),
+    ]
+    assert sorted(h for _, h in by_algo["ppo"]) == [(8,), (16, 16)]  # one cell per size
+    assert all(cell.config["timesteps"] == 10000 for cell in cells)
+    path.write_text(path.read_text() + "set: [sync=seeds]\n")
+    with pytest.raises(SweepError, match=r"grid\.sync is also set"):
+        load_sweep(path)
