@@ -10,11 +10,14 @@ PYTEST_ARGS ?=
 venv: $(STAMP)
 
 # torch is pinned to the CPU build that pip takes from local disk; never a CUDA build.
-$(STAMP): pyproject.toml
+# The worked plugin (examples/plugin) is installed beside the harness: its tests drive it as
+# a user's own package, found through its entry point.
+$(STAMP): pyproject.toml examples/plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip wheel "setuptools<81"
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e examples/plugin
 	touch $(STAMP)
 
 demo: venv

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from envs.policies import PolicySpec
+from evaluation.backends import Evaluator
 from evaluation.noise import NoiseSpec
 
 
@@ -57,20 +58,56 @@ class RunContext:
 class Algorithm(ABC):
     """An optimiser of policy parameters that the runner can step, evaluate and checkpoint.
 
-    Construction: ``cls(context, config)``; an ES (``family == "es"``) also takes the
-    run's :class:`~evaluation.backends.Evaluator`, ``cls(context, config, evaluator)``,
-    which the runner builds first (:func:`harness.runner.create_algorithm`) with the
-    noise table :meth:`noise_spec_for` asks for, and closes if construction fails.
+    Construction: ``cls(context, config, evaluator)``. An ES (``family == "es"``) is given
+    the run's :class:`~evaluation.backends.Evaluator`, which the runner builds first
+    (:func:`harness.runner.create_algorithm`) with the noise table :meth:`noise_spec_for`
+    asks for, and closes if construction fails; an RL algorithm (``family == "rl"``)
+    steps its own envs and is built as ``cls(context, config)``.
+
+    Everything the harness needs to know about an algorithm is declared here, so no
+    code outside the algorithm's own module compares its name: its family (which knobs
+    apply, whether it gets an evaluator), its section of ``experiments/defaults.yaml``,
+    how the report describes its population and update, what it logs per generation.
     """
 
     name: ClassVar[str]
+    #: "es": candidates are scored by the run's evaluator (episodes per fitness, backends,
+    #: the population log apply); "rl": trains on its own env steps
     family: ClassVar[Literal["es", "rl"]]
     summary: ClassVar[str] = ""
     Config: ClassVar[type]
+    #: the section of ``experiments/defaults.yaml`` entries holding its per-env
+    #: hyperparameters (None: its name); algorithms of one library may share one
+    defaults_section: ClassVar[str | None] = None
 
-    def __init__(self, context: RunContext, config: Any) -> None:
+    def __init__(self, context: RunContext, config: Any, evaluator: Evaluator | None = None):
+        """``evaluator``: the run's evaluator for the ES family (an ES keeps it), else None."""
         self.context = context
         self.config = config
+        #: the shared noise table the evaluator holds for this run (None: none), which the
+        #: population log needs to rebuild perturbations
+        self.noise_spec: NoiseSpec | None = None
+        #: cumulative seconds per part of the wall-clock this algorithm books itself
+        #: (e.g. ``head_update``); the runner books the rest of a step (harness.runner)
+        self.time_counters: dict[str, float] = {}
+        #: the last generation's record for the population log (see :meth:`population_record`)
+        self._population: dict[str, Any] | None = None
+
+    @classmethod
+    def section_in_defaults(cls) -> str:
+        """The section of a ``defaults.yaml`` entry holding this algorithm's settings."""
+        return cls.defaults_section or cls.name
+
+    @classmethod
+    def describe_population(cls, params: dict[str, Any]) -> str | None:
+        """The population in words where its number alone would mislead (pycma's own
+        default for 0); None: the report shows ``params["population"]``, if any."""
+        return None
+
+    @classmethod
+    def describe_update(cls, params: dict[str, Any]) -> str | None:
+        """The update rule in words for the report's settings table (None: nothing to say)."""
+        return None
 
     @abstractmethod
     def step(self) -> StepRecord:
@@ -119,7 +156,7 @@ class Algorithm(ABC):
         ``fitness``, ``centre`` (before the update), and ``sigma``/``noise_index``/``sign``
         (OpenAI-ES) or ``candidates`` (vector ES).
         """
-        return getattr(self, "_population", None)
+        return self._population
 
     def artifacts(self) -> dict[str, Any]:
         """Extra JSON-serialisable facts for the run record (obs statistics, ...)."""
@@ -127,11 +164,6 @@ class Algorithm(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most algorithms need it
         """Release workers."""
-
-
-def config_fields(config_type: type) -> dict[str, dataclasses.Field[Any]]:
-    """The documented fields of an algorithm's config dataclass."""
-    return {f.name: f for f in dataclasses.fields(config_type)}
 
 
 def doc(text: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:

@@ -112,6 +112,11 @@ class CMAES(VectorES):
     Config = CMAConfig
     config: CMAConfig
 
+    @classmethod
+    def describe_population(cls, params: dict[str, Any]) -> str | None:
+        """pycma picks the population for 0 (``default_population``)."""
+        return "pycma default (4 + 3 ln d)" if params.get("population") == 0 else None
+
     def _library_seed(self, index: int) -> int:
         return optimizer_seed(self.context.seed, index)
 

@@ -85,6 +85,8 @@ class NevergradES(VectorES):
     """A Nevergrad optimizer asked and told one whole population per generation."""
 
     optimizer_name: ClassVar[str] = "ES"
+    # nevergrad-es and every ng:NAME share one section of defaults.yaml
+    defaults_section = "nevergrad"
     Config = NevergradConfig
     config: NevergradConfig
 
@@ -183,4 +185,4 @@ def nevergrad_algorithm(optimizer_name: str) -> type[Algorithm]:
     return cls
 
 
-register_prefix("ng", nevergrad_algorithm)
+register_prefix("ng", nevergrad_algorithm, family="es")

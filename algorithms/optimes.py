@@ -391,20 +391,38 @@ class OptimES(Algorithm):
     config: OptimESConfig
 
     @classmethod
+    def describe_update(cls, params: dict[str, Any]) -> str:
+        """The update rule in words: OpenAI-ES's centred ranks or ARS V2-t's top b pairs."""
+        pairs = int(params.get("population", 0)) // 2
+        top = int(params.get("top_directions", 0) or 0)
+        shaping = params.get("fitness_shaping", "centered_ranks")
+        kept = f"top {top} of {pairs} pairs" if 0 < top < pairs else f"all {pairs} pairs"
+        shaped = "returns / their std (ARS)" if shaping == "reward_std" else "centred ranks"
+        optimizer = str(params.get("optimizer", "adam"))
+        if optimizer == "sgd":
+            momentum = params.get("momentum", 0.9)
+            optimizer = "SGD" if not momentum else f"SGD, momentum {float(momentum):g}"
+        else:
+            optimizer = "Adam"
+        decay = params.get("l2_coeff", 0.0)
+        l2 = f", L2 {float(decay):g}" if decay else ""
+        return f"{kept}, {shaped}, {optimizer}{l2}"
+
+    @classmethod
     def noise_spec_for(cls, context: RunContext, config: OptimESConfig) -> NoiseSpec:
         """The table of Algorithm 2: ``noise_size`` floats from ``noise_seed`` (else the run's)."""
         noise_seed = context.seed if config.noise_seed < 0 else config.noise_seed
         return NoiseSpec(config.noise_size, noise_seed)
 
     def __init__(self, context: RunContext, config: OptimESConfig, evaluator: Evaluator) -> None:
-        super().__init__(context, config)
+        super().__init__(context, config, evaluator)
         config.validate()
         if context.sync not in SYNC_MODES:
             raise ValueError(f"sync must be broadcast or seeds, got {context.sync!r}")
         self.replicated = context.sync == "seeds"
         #: cumulative seconds per part of the wall-clock (es_common.ES_TIME_PARTS)
         self.time_counters = new_time_counters()
-        self.noise_spec = self.noise_spec_for(context, config)
+        self.noise_spec: NoiseSpec = self.noise_spec_for(context, config)
         if evaluator.noise_spec != self.noise_spec:
             # Workers would decode (index, sign) from another table: wrong results, silently.
             raise ValueError(

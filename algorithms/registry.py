@@ -4,12 +4,21 @@ Algorithms are discovered, not listed: every module of the ``algorithms``
 package is imported on the first lookup, and a module defining an algorithm
 registers it with ``@register("name")``. Adding an algorithm is adding its
 module; two modules claiming one name is an error at that first lookup.
+
+Algorithms from the user's own code arrive the same way: an installed package
+declares an entry point in the group :data:`ENTRY_POINT_GROUP` (its name the
+algorithm's name, its object the :class:`~algorithms.base.Algorithm` subclass, or a
+module that registers with ``@register``), loaded at that first lookup; or a module
+named with ``harness run --import MODULE`` registers as it is imported. A name
+claimed twice is refused with both sources named.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.metadata
+import inspect
 import pkgutil
 from collections.abc import Callable
 from pathlib import Path
@@ -19,32 +28,53 @@ from algorithms.base import Algorithm
 
 A = TypeVar("A", bound=type[Algorithm])
 
+#: Entry-point group of algorithms from installed packages (``[project.entry-points]``).
+ENTRY_POINT_GROUP = "es_harness.algorithms"
+
 _REGISTRY: dict[str, type[Algorithm]] = {}
-_PREFIX_FACTORIES: dict[str, Callable[[str], type[Algorithm]]] = {}
+#: name -> where it was registered (``module algorithms.cma_es``, ``entry point ...``)
+_SOURCES: dict[str, str] = {}
+#: prefix -> (factory, the family of what it builds)
+_PREFIX_FACTORIES: dict[str, tuple[Callable[[str], type[Algorithm]], str]] = {}
 
 
-class UnknownAlgorithmError(ValueError):
+class AlgorithmRegistryError(ValueError):
+    """An algorithm name that cannot be resolved; the message is one line."""
+
+
+class UnknownAlgorithmError(AlgorithmRegistryError):
     """The name is not registered; the message lists close matches."""
 
 
-def register(name: str) -> Callable[[A], A]:
-    """Class decorator: make an algorithm available under ``name``."""
+def register(name: str, source: str | None = None) -> Callable[[A], A]:
+    """Class decorator: make an algorithm available under ``name``.
+
+    ``source``: where the name comes from, for the refusal of a name claimed twice
+    (default: the class's module).
+    """
 
     def decorate(cls: A) -> A:
-        if name in _REGISTRY:
-            raise ValueError(f"algorithm name {name!r} is already registered")
+        where = source or f"module {cls.__module__}"
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise AlgorithmRegistryError(
+                f"algorithm name {name!r} is claimed twice: by {_SOURCES[name]} and by {where}"
+            )
         cls.name = name
         _REGISTRY[name] = cls
+        _SOURCES.setdefault(name, where)
         return cls
 
     return decorate
 
 
-def register_prefix(prefix: str, factory: Callable[[str], type[Algorithm]]) -> None:
-    """Names ``prefix:REST`` resolve through ``factory(REST)`` (e.g. ``ng:CMA``)."""
+def register_prefix(
+    prefix: str, factory: Callable[[str], type[Algorithm]], family: str = "es"
+) -> None:
+    """Names ``prefix:REST`` resolve through ``factory(REST)`` (e.g. ``ng:CMA``), all of
+    ``family``."""
     if prefix in _PREFIX_FACTORIES:
-        raise ValueError(f"algorithm prefix {prefix!r} is already registered")
-    _PREFIX_FACTORIES[prefix] = factory
+        raise AlgorithmRegistryError(f"algorithm prefix {prefix!r} is already registered")
+    _PREFIX_FACTORIES[prefix] = (factory, family)
 
 
 def algorithm_modules() -> list[str]:
@@ -65,6 +95,24 @@ def algorithm_modules() -> list[str]:
 _loaded = False
 
 
+def _load_entry_points() -> None:
+    """Register the algorithms installed packages declare (:data:`ENTRY_POINT_GROUP`)."""
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        package = f" of package {entry.dist.name}" if entry.dist is not None else ""
+        source = f"entry point {entry.name} = {entry.value}{package}"
+        try:
+            loaded = entry.load()
+        except (ImportError, AttributeError) as error:
+            raise AlgorithmRegistryError(f"cannot load algorithm {source}: {error}") from None
+        if inspect.isclass(loaded) and issubclass(loaded, Algorithm):
+            if _REGISTRY.get(entry.name) is not loaded:
+                register(entry.name, source)(loaded)
+        elif not inspect.ismodule(loaded):
+            raise AlgorithmRegistryError(
+                f"algorithm {source} is neither an Algorithm subclass nor a module"
+            )
+
+
 def _load_builtin() -> None:
     # Import for the side effect of registration; lazy so `harness --help` is fast. By name,
     # not by an import statement: this module imports no algorithm (they import it).
@@ -73,6 +121,7 @@ def _load_builtin() -> None:
         return
     for module in algorithm_modules():
         importlib.import_module(module)
+    _load_entry_points()  # after the built-in ones, so a clash names the built-in first
     _loaded = True
 
 
@@ -83,7 +132,7 @@ def get_algorithm(name: str) -> type[Algorithm]:
         return _REGISTRY[name]
     prefix, sep, rest = name.partition(":")
     if sep and prefix in _PREFIX_FACTORIES:
-        return _PREFIX_FACTORIES[prefix](rest)
+        return _PREFIX_FACTORIES[prefix][0](rest)
     close = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.4)
     hint = f"; did you mean: {', '.join(close)}?" if close else ""
     raise UnknownAlgorithmError(
@@ -95,3 +144,29 @@ def algorithm_names() -> list[str]:
     """Every registered name, sorted."""
     _load_builtin()
     return sorted(_REGISTRY)
+
+
+def algorithm_source(name: str) -> str:
+    """Where a registered name comes from (``module algorithms.cma_es``, an entry point)."""
+    _load_builtin()
+    return _SOURCES[name]
+
+
+def prefix_names(family: str | None = None) -> list[str]:
+    """The ``PREFIX:NAME`` forms (``ng:NAME``), optionally of one family."""
+    _load_builtin()
+    return [f"{p}:NAME" for p, (_, f) in _PREFIX_FACTORIES.items() if family in (None, f)]
+
+
+def family_names(family: str) -> list[str]:
+    """The algorithms of one family, as a refusal names them (``optimes, cma, ng:NAME``)."""
+    names = [n for n in algorithm_names() if _REGISTRY[n].family == family]
+    return names + prefix_names(family)
+
+
+def family_of(name: object) -> str | None:
+    """The family of an algorithm name, or None for a name this process does not know."""
+    try:
+        return str(get_algorithm(str(name)).family)
+    except UnknownAlgorithmError:
+        return None

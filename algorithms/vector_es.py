@@ -136,7 +136,7 @@ class VectorES(Algorithm):
     family = "es"
 
     def __init__(self, context: RunContext, config: Any, evaluator: Evaluator) -> None:
-        super().__init__(context, config)
+        super().__init__(context, config, evaluator)
         validate = getattr(config, "validate", None)
         if validate is not None:
             validate()

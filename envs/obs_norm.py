@@ -55,14 +55,6 @@ class RunningStat:
         std: np.ndarray = np.sqrt(np.maximum(var, VAR_FLOOR))
         return std
 
-    def set_from_init(self, init_mean: np.ndarray, init_std: np.ndarray, init_count: float) -> None:
-        """Reset the statistics to a given mean, std and (pseudo-)count."""
-        mean = np.asarray(init_mean, dtype=np.float64)
-        std = np.asarray(init_std, dtype=np.float64)
-        self.sum[...] = mean * init_count
-        self.sumsq[...] = (np.square(mean) + np.square(std)) * init_count
-        self.count = float(init_count)
-
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to restore these statistics (arrays are copies)."""
         return {

@@ -24,6 +24,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from envs.plugins import PluginImportError, import_from_environment, import_modules
 from envs.wrappers import ZeroVelocityPendulum
 
 __all__ = [
@@ -120,13 +121,20 @@ _pybullet_registered = False
 class UnknownEnvError(ValueError):
     """An environment name that is neither a short name nor a registered gymnasium id."""
 
-    def __init__(self, name: str, suggestions: list[str]) -> None:
-        """Build the one-line message naming ``name`` and the closest known names."""
+    def __init__(self, name: str, suggestions: list[str], reason: str | None = None) -> None:
+        """Build the one-line message naming ``name`` and the closest known names
+        (``reason``: why, where it is not a name nothing registered)."""
         self.name = name
         self.suggestions = suggestions
         known = ", ".join(ENV_ALIASES)
         hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ";"
-        super().__init__(f"unknown environment {name!r}{hint} known short names: {known}")
+        if reason is not None:
+            super().__init__(f"unknown environment {name!r}: {reason}")
+        else:
+            super().__init__(
+                f"unknown environment {name!r}{hint} known short names: {known}; an env of "
+                "your own: --import MODULE, or MODULE:ID"
+            )
 
 
 @contextlib.contextmanager
@@ -224,11 +232,28 @@ def _suggest(name: str) -> list[str]:
     return [by_lower[m] for m in matches]
 
 
-def resolve_env_id(name: str) -> str:
-    """Map a short name or a registered gymnasium id to the gymnasium id.
+def _import_env_module(name: str) -> str:
+    """For gymnasium's ``module:Id`` form, import the module (it registers the id); the id."""
+    module, sep, env_id = name.rpartition(":")
+    if not sep:
+        return name
+    if not module or not env_id:
+        raise UnknownEnvError(name, [])
+    try:
+        import_modules([module], what=f"env {name}")
+    except PluginImportError as error:
+        raise UnknownEnvError(name, [], str(error)) from None
+    return env_id
 
-    Raises :class:`UnknownEnvError` when ``name`` is neither.
+
+def resolve_env_id(name: str) -> str:
+    """Map a short name, a registered gymnasium id or ``module:Id`` to the gymnasium id.
+
+    Modules the run imports (:mod:`envs.plugins`) are imported first. Raises
+    :class:`UnknownEnvError` when ``name`` is none of those.
     """
+    import_from_environment()
+    name = _import_env_module(name)
     alias = _alias_key(name)
     if alias is not None:
         return ENV_ALIASES[alias]
@@ -271,21 +296,25 @@ def make_env(name: str, *, render_mode: str | None = None) -> gym.Env[Any, Any]:
     is done here, silenced. Callers reset with their own seed before use. Short names with a
     wrapper (``PendulumPO``) or ``gym.make`` arguments (``AntNoContact``) get them applied.
     """
-    alias = _alias_key(name)
+    env_id = resolve_env_id(name)  # imports the run's modules and a module:Id's module
+    alias = _alias_key(name.rpartition(":")[2])
     if alias is not None:
         return BY_NAME[alias].make(render_mode)
-    return _make_id(resolve_env_id(name), render_mode)
+    return _make_id(env_id, render_mode)
 
 
 def _make_id(
     env_id: str, render_mode: str | None, make_kwargs: dict[str, Any] | None = None
 ) -> gym.Env[Any, Any]:
     """``gym.make(env_id)``; Bullet ids registered first and built quietly (see make_env)."""
-    kwargs = make_kwargs or {}
+    kwargs = dict(make_kwargs or {})
+    if render_mode is not None:
+        # only when asked: gym.make passes it on, and an env's __init__ need not take it
+        kwargs["render_mode"] = render_mode
     if _needs_pybullet(env_id):
         register_pybullet_envs()
         with quiet_output():
-            env = gym.make(env_id, render_mode=render_mode, **kwargs)
+            env = gym.make(env_id, **kwargs)
             env.reset()
         return env
-    return gym.make(env_id, render_mode=render_mode, **kwargs)
+    return gym.make(env_id, **kwargs)

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, RayTaskError
 
+from envs.plugins import IMPORTS_ENV
 from envs.policies import PolicySpec
 from evaluation.backends import EvaluatorSettings, PoolEvaluator, PoolWorker, WorkerLostError
 from evaluation.noise import NoiseSpec, NoiseTable
@@ -152,6 +153,10 @@ def connect(
     if os.environ.get("HARNESS_RAY_PY_MODULES", "1") != "0":
         names = dict.fromkeys([*py_modules, *WORKER_PY_MODULES])  # ordered, no repeats
         runtime_env["py_modules"] = [package_dir(name) for name in names]
+    if os.environ.get(IMPORTS_ENV):
+        # the run's own modules: every actor imports them before it builds an env; they
+        # must be installed on the cluster's machines (or be packages shipped above)
+        runtime_env["env_vars"] = {IMPORTS_ENV: os.environ[IMPORTS_ENV]}
     try:
         ray.init(address=address, runtime_env=runtime_env or None, **common)
     except (ConnectionError, RuntimeError, TimeoutError) as error:

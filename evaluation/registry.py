@@ -64,11 +64,6 @@ class UnknownBackendError(ValueError):
     """The backend name is not in :data:`BACKENDS`; the message lists the known ones."""
 
 
-def backend_names() -> list[str]:
-    """The backend names, in table order."""
-    return list(BACKENDS)
-
-
 def get_backend(name: str) -> type[Evaluator]:
     """The class of backend ``name``, or :class:`UnknownBackendError`."""
     if name not in BACKENDS:

@@ -152,13 +152,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from algorithms.registry import algorithm_names, get_algorithm
+    from algorithms.registry import algorithm_names, algorithm_source, get_algorithm
     from envs.registry import list_envs
+    from harness.config import import_user_modules
 
+    try:
+        import_user_modules(args.imports or [])
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
     print("algorithms:")
     for name in algorithm_names():
         cls = get_algorithm(name)
-        print(f"  {name:<14} [{cls.family}] {cls.summary}")
+        source = algorithm_source(name)
+        origin = "" if source.startswith("module algorithms.") else f" (from {source})"
+        print(f"  {name:<14} [{cls.family}] {cls.summary}{origin}")
     print("  ng:NAME        [es] any optimizer in Nevergrad's registry (ng:CMA, ng:TwoPointsDE)")
     print("environments (any other gymnasium id passes through):")
     for short, gym_id, description in list_envs():
@@ -196,7 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "-v", "--verbose", action="store_true", help="show Sacred's log (run id, result)"
     )
-    sub.add_parser("list", help="algorithms, environments, policies")
+    listing = sub.add_parser("list", help="algorithms, environments, policies")
+    listing.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE",
+        help="import a module of your own first (its envs and algorithms are listed too)",
+    )
     for command, (module_name, help_text) in COMMAND_MODULES.items():
         try:
             module = importlib.import_module(module_name)

@@ -20,13 +20,14 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
@@ -35,6 +36,9 @@ from harness.schema import BUDGET_KEYS, BY_NAME, KNOBS, Knob
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
 DEFAULTS_FILE = EXPERIMENTS_DIR / "defaults.yaml"
+
+if TYPE_CHECKING:
+    from algorithms.base import Algorithm
 
 #: Run-level knobs (``--set``; per env in the ``run`` sections of defaults.yaml): type, doc.
 RUN_KEYS: dict[str, tuple[type, str]] = {k.name: (k.type, k.doc) for k in schema.knobs("run")}
@@ -54,11 +58,38 @@ class ConfigError(ValueError):
     """A bad configuration value; the message is one line naming it."""
 
 
+class NumberLoader(yaml.SafeLoader):
+    """The safe loader, reading ``1e5`` and ``3e-4`` as numbers as people write them.
+
+    YAML 1.1 (PyYAML) takes a float only with a dot and a signed exponent, so ``3e-4``
+    would arrive as a string; YAML 1.2 and JSON read it as a number.
+    """
+
+
+NumberLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def load_yaml(stream: Any) -> Any:
+    """YAML text or stream through :class:`NumberLoader`."""
+    return yaml.load(stream, Loader=NumberLoader)  # a SafeLoader subclass: safe
+
+
 def read_yaml(path: Path) -> Any:
     """Read YAML with the safe loader; a malformed file is a :class:`ConfigError`."""
     try:
         with open(path, encoding="utf-8") as stream:
-            return yaml.safe_load(stream)
+            return load_yaml(stream)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -94,7 +125,7 @@ def defaults_layers(
     for entry_name in entries:
         sections: dict[str, dict[str, Any]] = {"run": {}, "policy": {}, "budget": {}, "params": {}}
         own: dict[str, dict[str, Any]] = {"run": {}, "policy": {}, "budget": {}, "params": {}}
-        section_name = algo_section(algo)
+        section_name = defaults_section(algo)
         for section, values in (data.get(entry_name) or {}).items():
             if section in SECTIONS:
                 sections[section].update(values or {})
@@ -122,15 +153,21 @@ def env_defaults(
     return merged
 
 
-def algo_section(algo: str) -> str:
-    """YAML section of an algorithm: ``nevergrad-es`` and ``ng:NAME`` share ``nevergrad``."""
-    return "nevergrad" if algo.startswith("ng:") or algo == "nevergrad-es" else algo
+def defaults_section(algo: str) -> str:
+    """The section of a ``defaults.yaml`` entry holding ``algo``'s settings, as the
+    algorithm declares it (``nevergrad-es`` and ``ng:NAME`` share ``nevergrad``)."""
+    from algorithms.registry import AlgorithmRegistryError, get_algorithm
+
+    try:
+        return get_algorithm(algo).section_in_defaults()
+    except AlgorithmRegistryError:
+        return algo  # reported where the config is built
 
 
 def parse_value(text: str) -> Any:
     """A ``--set`` value as YAML scalar/list: ``0.1`` -> float, ``true`` -> bool, ``[64,64]``."""
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError:
         raise ConfigError(f"cannot parse value {text!r}") from None
 
@@ -177,7 +214,7 @@ def validate_params(params: dict[str, Any], params_type: type, where: str) -> An
     checked = {}
     for key, value in params.items():
         if key not in types_:
-            close = _suggestions(key, types_, knobs=False)
+            close = suggest_keys(key, types_, knobs=False)
             hint = f"; did you mean: {', '.join(close)}?" if close else ""
             raise ConfigError(f"unknown key {key!r} in {where}{hint}")
         checked[key] = coerce(key, value, types_[key])
@@ -194,7 +231,7 @@ def validate_params(params: dict[str, Any], params_type: type, where: str) -> An
 # -- --set KEY=VALUE ------------------------------------------------------------------------
 
 
-def _suggestions(name: str, params: Mapping[str, Any], knobs: bool = True) -> list[str]:
+def suggest_keys(name: str, params: Mapping[str, Any], knobs: bool = True) -> list[str]:
     """Names to offer for an unknown key: known aliases first, then close spellings.
 
     ``params``: the algorithm's hyperparameter names; ``knobs``: offer run knobs too.
@@ -213,12 +250,9 @@ def _suggestions(name: str, params: Mapping[str, Any], knobs: bool = True) -> li
 
 def family_members(family: str) -> str:
     """The algorithms of one family, as a refusal names them (``optimes, cma, ...``)."""
-    from algorithms.registry import algorithm_names, get_algorithm
+    from algorithms.registry import family_names
 
-    names = [n for n in algorithm_names() if get_algorithm(n).family == family]
-    if family == "es":
-        names.append("ng:NAME")
-    return ", ".join(names)
+    return ", ".join(family_names(family))
 
 
 def _families_text(knob: Knob) -> str:
@@ -250,7 +284,7 @@ def parse_assignment(assignment: str, params: Mapping[str, Any]) -> tuple[str, A
         if value == "auto" and knob.allow_auto:
             return knob.name, value
         return knob.name, coerce(key, value, knob.type)
-    hint = _suggestions(name, params)
+    hint = suggest_keys(name, params)
     shown = f"; did you mean: {', '.join(hint)}?" if hint else ""
     raise ConfigError(f"unknown --set key {key!r}{shown}")
 
@@ -421,6 +455,265 @@ def _check_backend(backend: Any) -> None:
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
+@dataclass
+class _Draft:
+    """A run config while :func:`build_run_config` completes it, phase by phase."""
+
+    config: dict[str, Any]
+    policy: dict[str, Any]
+    params: dict[str, Any]
+    #: dotted key -> where its value came from
+    sources: dict[str, str]
+    #: the label of every value the caller gave (a string, or one per top-level key)
+    given_source: str | Mapping[str, str]
+    #: keys the user set to null on purpose (``--set max_episode_steps=null``)
+    explicit_null: set[str] = field(default_factory=set)
+    #: defaults.yaml layers of the env, lowest precedence first (see :func:`defaults_layers`)
+    layers: list[tuple[str, dict[str, dict[str, Any]]]] = field(default_factory=list)
+
+    def label(self, key: str) -> str:
+        source = self.given_source
+        return source if isinstance(source, str) else source.get(key, "given")
+
+    def from_layers(self, section: str, name: str) -> tuple[bool, Any, str]:
+        """(found, value, layer label) of the highest defaults layer that sets ``name``."""
+        for layer_label, sections in reversed(self.layers):
+            if name in sections[section]:
+                return True, sections[section][name], layer_label
+        return False, None, ""
+
+
+def _draft(given: Mapping[str, Any], source: str | Mapping[str, str]) -> _Draft:
+    """What the caller gave, copied, with a source for every value."""
+    config = {k: copy.deepcopy(v) for k, v in given.items() if k not in ("policy", "params")}
+    draft = _Draft(
+        config=config,
+        policy={k: v for k, v in (given.get("policy") or {}).items() if v is not None},
+        params=copy.deepcopy(dict(given.get("params") or {})),
+        sources={},
+        given_source=source,
+    )
+    draft.sources = {k: draft.label(k) for k, v in config.items() if v is not None}
+    draft.sources.update({f"policy.{k}": draft.label("policy") for k in draft.policy})
+    draft.sources.update({f"params.{k}": draft.label("params") for k in draft.params})
+    return draft
+
+
+def _refuse_unknown_keys(config: Mapping[str, Any]) -> None:
+    for key in config:
+        if key not in BY_NAME:
+            top = [k.name for k in KNOBS if "." not in k.name]
+            close = difflib.get_close_matches(key, top, n=3)
+            hint = f"; did you mean: {', '.join(close)}?" if close else ""
+            raise ConfigError(f"unknown config key {key!r}{hint}")
+
+
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def import_user_modules(imports: Any) -> list[str]:
+    """Check and import the modules of the ``imports`` knob (they register envs and
+    algorithms); the checked list. Runs before any name is resolved."""
+    from envs.plugins import PluginImportError, import_modules
+
+    if imports is None:
+        return []
+    if not isinstance(imports, list) or not all(isinstance(m, str) for m in imports):
+        raise ConfigError(f"imports must be a list of module names, got {imports!r}")
+    for module in imports:
+        if not _MODULE_NAME.fullmatch(module):
+            raise ConfigError(f"imports: {module!r} is not a module name")
+    from algorithms.registry import AlgorithmRegistryError
+
+    try:
+        import_modules(imports)
+    except (PluginImportError, AlgorithmRegistryError) as error:
+        raise ConfigError(str(error)) from None
+    return list(imports)
+
+
+def _algorithm(draft: _Draft) -> type[Algorithm]:
+    from algorithms.registry import AlgorithmRegistryError, get_algorithm
+
+    algo = draft.config.get("algo") or BY_NAME["algo"].default
+    try:
+        algo_cls = get_algorithm(str(algo))
+    except AlgorithmRegistryError as error:
+        raise ConfigError(str(error)) from None
+    draft.config["algo"] = algo
+    return algo_cls
+
+
+def _apply_assignments(
+    draft: _Draft, overrides: Sequence[str], types_: Mapping[str, Any], override_source: str
+) -> None:
+    """``KEY=VALUE`` strings on top of what was given (``--set``, a sweep's ``set``)."""
+    for assignment in overrides:
+        path, value = parse_assignment(assignment, types_)
+        section, _, name = path.rpartition(".")
+        if section == "params":
+            draft.params[name] = value
+        elif section == "policy":
+            draft.policy[name] = value
+        else:
+            draft.config[name] = value
+        draft.sources[path] = override_source
+        if value is None:
+            draft.explicit_null.add(path)
+            if section == "policy":
+                draft.policy.pop(name, None)
+
+
+def _set_aside_foreign(draft: _Draft, family: str, refuse: Refuse) -> dict[str, Any]:
+    """Knobs the algorithm's family does not use: refused (``given``) or set aside, to be
+    completed without and judged by :func:`_judge_foreign`."""
+    foreign: dict[str, Any] = {}
+    for knob in KNOBS:
+        if knob.applies_to(family):
+            continue
+        section, _, name = knob.name.rpartition(".")
+        holder = draft.policy if section == "policy" else draft.config
+        if knob.name in draft.sources and (
+            holder.get(name) is not None or knob.name in draft.explicit_null
+        ):
+            if refuse == "given":
+                algo = str(draft.config["algo"])
+                raise ConfigError(knob.not_applicable(algo, _families_text(knob)))
+            foreign[knob.name] = holder.pop(name, None)
+            draft.sources.pop(knob.name)
+    return foreign
+
+
+def _complete_identity(draft: _Draft) -> None:
+    """What runs: algorithm, env, seed, k, workers, backend; then the env's defaults layers."""
+    config, sources = draft.config, draft.sources
+    for knob in schema.knobs("identity"):
+        value = config.get(knob.name)
+        if value is None:
+            config[knob.name] = copy.deepcopy(knob.default)
+            if knob.default is not None:
+                sources[knob.name] = BUILT_IN
+            continue
+        if value == "auto" and knob.allow_auto:
+            config[knob.name] = cpu_count()
+            sources[knob.name] = f"{sources.get(knob.name, 'given')} (auto: this machine's CPUs)"
+            continue
+        check_knob(knob, value)
+    _check_backend(config["backend"])
+    from envs.registry import UnknownEnvError, resolve_env_id
+
+    try:
+        gym_id = resolve_env_id(str(config["env"]))
+    except UnknownEnvError as error:
+        raise ConfigError(str(error)) from None
+    draft.layers = defaults_layers(gym_id, str(config["algo"]), str(config["env"]))
+
+
+def _complete_run_knobs(draft: _Draft) -> None:
+    config = draft.config
+    for knob in schema.knobs("run"):
+        # An explicit null keeps None where None means something (no step cap); elsewhere
+        # it asks for the default.
+        if config.get(knob.name) is not None or (
+            knob.name in draft.explicit_null and knob.nullable
+        ):
+            config[knob.name] = coerce(knob.name, config.get(knob.name), knob.type)
+            continue
+        found, value, where = draft.from_layers("run", knob.name)
+        config[knob.name] = coerce(knob.name, value if found else knob.default, knob.type)
+        draft.sources[knob.name] = where if found else BUILT_IN
+
+
+def _complete_budget(draft: _Draft) -> None:
+    """The env's default budget applies only when the user gave none."""
+    config = draft.config
+    budget_given = any(
+        config.get(k) is not None for k in ("timesteps", "generations", "time_limit")
+    )
+    for knob in schema.knobs("budget"):
+        value = config.get(knob.name)
+        if value is None and not budget_given and knob.name not in draft.explicit_null:
+            found, value, where = draft.from_layers("budget", knob.name)
+            if found and value is not None:
+                draft.sources[knob.name] = where
+        config[knob.name] = coerce(knob.name, value, knob.type)
+
+
+def _complete_policy(draft: _Draft) -> None:
+    for key in draft.policy:
+        if key not in POLICY_KEYS:
+            raise ConfigError(f"unknown policy key {key!r}; known: {', '.join(POLICY_KEYS)}")
+    completed: dict[str, Any] = {}
+    for knob in schema.knobs("policy"):
+        if knob.key in draft.policy:
+            value = draft.policy[knob.key]
+        else:
+            found, value, where = draft.from_layers("policy", knob.key)
+            if not found:
+                value, where = knob.default, BUILT_IN
+            draft.sources[knob.name] = where
+        completed[knob.key] = coerce(knob.name, copy.deepcopy(value), knob.type)
+    draft.config["policy"] = completed
+
+
+def _complete_params(draft: _Draft, algo_cls: type[Algorithm]) -> None:
+    """The algorithm's hyperparameters: its dataclass, the defaults layers, what was given."""
+    config, algo = draft.config, str(draft.config["algo"])
+    merged: dict[str, Any] = {}
+    layer_of: dict[str, str] = {}
+    for layer_label, sections in draft.layers:
+        for key, value in sections["params"].items():
+            merged[key], layer_of[key] = value, layer_label
+    merged.update(draft.params)
+    if config.get("target_return") is None:
+        config["confirm_episodes"] = None  # nothing to confirm
+        draft.sources["confirm_episodes"] = "no target_return: nothing to confirm"
+    per_worker = config.get("population_per_worker")
+    if per_worker is not None:
+        if "population" not in param_types(algo_cls.Config):
+            raise ConfigError(f"population_per_worker is for ES algorithms, not {algo}")
+        check_knob(BY_NAME["population_per_worker"], per_worker)
+        merged["population"] = per_worker * config["workers"]
+        draft.sources["params.population"] = "population_per_worker x workers"
+    instance = validate_params(merged, algo_cls.Config, f"params of {algo}")
+    config["params"] = dataclasses.asdict(instance)
+    class_default = f"{algo_cls.Config.__name__} default"
+    for key in config["params"]:
+        draft.sources.setdefault(f"params.{key}", layer_of.get(key, class_default))
+
+
+def _judge_foreign(draft: _Draft, foreign: Mapping[str, Any], refuse: Refuse) -> None:
+    """Knobs set aside, judged against what the run uses without them."""
+    for name, value in foreign.items():
+        knob = BY_NAME[name]
+        section, _, key = name.rpartition(".")
+        holder = draft.config["policy"] if section == "policy" else draft.config
+        if value is not None and value != "auto":
+            value = coerce(name, value, knob.type)
+        if refuse == "changed" and value != holder.get(key):
+            algo = str(draft.config["algo"])
+            raise ConfigError(knob.not_applicable(algo, _families_text(knob)))
+        if refuse == "never" and value is not None:
+            holder[key] = value
+            draft.sources[name] = draft.label(name)
+
+
+def _check_completed(config: dict[str, Any], algo_cls: type[Algorithm]) -> None:
+    """Checks of the whole completed config: ranges, the algorithm's own, the budget."""
+    _check_backend(config["backend"])
+    check_values(config)
+    try:
+        algo_cls.check_config(config)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    from harness.budget import Budget
+
+    try:
+        Budget(*(config[k] for k in BUDGET_KEYS)).validate()
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
 def build_run_config(
     given: Mapping[str, Any],
     *,
@@ -439,184 +732,27 @@ def build_run_config(
     top-level keys the schema does not know (Sacred's ``with``); otherwise they
     are kept as they are (a stored config from an older harness).
 
-    Raises :class:`ConfigError` with one line naming the bad value.
+    The user's modules (``imports``) are imported first, so the envs and algorithms
+    they register resolve. Raises :class:`ConfigError` with one line naming the bad value.
     """
-    from algorithms.registry import UnknownAlgorithmError, get_algorithm
-
-    def label(key: str) -> str:
-        return source if isinstance(source, str) else source.get(key, "given")
-
-    config = {k: copy.deepcopy(v) for k, v in given.items() if k not in ("policy", "params")}
-    policy = {k: v for k, v in (given.get("policy") or {}).items() if v is not None}
-    params = copy.deepcopy(dict(given.get("params") or {}))
-    sources: dict[str, str] = {k: label(k) for k, v in config.items() if v is not None}
-    sources.update({f"policy.{k}": label("policy") for k in policy})
-    sources.update({f"params.{k}": label("params") for k in params})
-    explicit_null: set[str] = set()
-
+    draft = _draft(given, source)
     if strict_keys:
-        for key in config:
-            if key not in BY_NAME:
-                top = [k.name for k in KNOBS if "." not in k.name]
-                close = difflib.get_close_matches(key, top, n=3)
-                hint = f"; did you mean: {', '.join(close)}?" if close else ""
-                raise ConfigError(f"unknown config key {key!r}{hint}")
-
-    algo = config.get("algo") or BY_NAME["algo"].default
-    try:
-        algo_cls = get_algorithm(str(algo))
-    except UnknownAlgorithmError as error:
-        raise ConfigError(str(error)) from None
-    config["algo"] = algo
+        _refuse_unknown_keys(draft.config)
+    draft.config["imports"] = import_user_modules(draft.config.get("imports"))
+    algo_cls = _algorithm(draft)
     family = str(algo_cls.family)
-    class_default = f"{algo_cls.Config.__name__} default"
-
-    types_ = param_types(algo_cls.Config)
-    for assignment in overrides:
-        path, value = parse_assignment(assignment, types_)
-        section, _, name = path.rpartition(".")
-        if section == "params":
-            params[name] = value
-        elif section == "policy":
-            policy[name] = value
-        else:
-            config[name] = value
-        sources[path] = override_source
-        if value is None:
-            explicit_null.add(path)
-            if section == "policy":
-                policy.pop(name, None)
-
-    # Knobs this algorithm does not use: set aside, completed without them, then judged.
-    foreign: dict[str, Any] = {}
-    for knob in KNOBS:
-        if knob.applies_to(family):
-            continue
-        section, _, name = knob.name.rpartition(".")
-        holder = policy if section == "policy" else config
-        if knob.name in sources and (holder.get(name) is not None or knob.name in explicit_null):
-            if refuse == "given":
-                raise ConfigError(knob.not_applicable(str(algo), _families_text(knob)))
-            foreign[knob.name] = holder.pop(name, None)
-            sources.pop(knob.name)
-
-    # what runs
-    for knob in schema.knobs("identity"):
-        value = config.get(knob.name)
-        if value is None:
-            config[knob.name] = knob.default
-            if knob.default is not None:
-                sources[knob.name] = BUILT_IN
-            continue
-        if value == "auto" and knob.allow_auto:
-            config[knob.name] = cpu_count()
-            sources[knob.name] = f"{sources.get(knob.name, 'given')} (auto: this machine's CPUs)"
-            continue
-        check_knob(knob, value)
-    _check_backend(config["backend"])
-    from envs.registry import UnknownEnvError, resolve_env_id
-
-    try:
-        gym_id = resolve_env_id(str(config["env"]))
-    except UnknownEnvError as error:
-        raise ConfigError(str(error)) from None
-    layers = defaults_layers(gym_id, str(algo), str(config["env"]))
-
-    def from_layers(section: str, name: str) -> tuple[bool, Any, str]:
-        for layer_label, sections in reversed(layers):
-            if name in sections[section]:
-                return True, sections[section][name], layer_label
-        return False, None, ""
-
-    # run knobs
-    for knob in schema.knobs("run"):
-        # An explicit null keeps None where None means something (no step cap); elsewhere
-        # it asks for the default.
-        if config.get(knob.name) is not None or (knob.name in explicit_null and knob.nullable):
-            config[knob.name] = coerce(knob.name, config.get(knob.name), knob.type)
-            continue
-        found, value, where = from_layers("run", knob.name)
-        config[knob.name] = coerce(knob.name, value if found else knob.default, knob.type)
-        sources[knob.name] = where if found else BUILT_IN
-
-    # budget: the env's default budget applies only when the user gave none
-    budget_given = any(
-        config.get(k) is not None for k in ("timesteps", "generations", "time_limit")
-    )
-    for knob in schema.knobs("budget"):
-        value = config.get(knob.name)
-        if value is None and not budget_given and knob.name not in explicit_null:
-            found, value, where = from_layers("budget", knob.name)
-            if found and value is not None:
-                sources[knob.name] = where
-        config[knob.name] = coerce(knob.name, value, knob.type)
-
-    # policy
-    for key in policy:
-        if key not in POLICY_KEYS:
-            raise ConfigError(f"unknown policy key {key!r}; known: {', '.join(POLICY_KEYS)}")
-    completed_policy: dict[str, Any] = {}
-    for knob in schema.knobs("policy"):
-        if knob.key in policy:
-            value = policy[knob.key]
-        else:
-            found, value, where = from_layers("policy", knob.key)
-            if not found:
-                value, where = knob.default, BUILT_IN
-            sources[knob.name] = where
-        completed_policy[knob.key] = coerce(knob.name, copy.deepcopy(value), knob.type)
-    config["policy"] = completed_policy
-
-    # hyperparameters
-    merged: dict[str, Any] = {}
-    layer_of: dict[str, str] = {}
-    for layer_label, sections in layers:
-        for key, value in sections["params"].items():
-            merged[key], layer_of[key] = value, layer_label
-    merged.update(params)
-    if config.get("target_return") is None:
-        config["confirm_episodes"] = None  # nothing to confirm
-        sources["confirm_episodes"] = "no target_return: nothing to confirm"
-    per_worker = config.get("population_per_worker")
-    if per_worker is not None:
-        if "population" not in types_:
-            raise ConfigError(f"population_per_worker is for ES algorithms, not {algo}")
-        check_knob(BY_NAME["population_per_worker"], per_worker)
-        merged["population"] = per_worker * config["workers"]
-        sources["params.population"] = "population_per_worker x workers"
-    instance = validate_params(merged, algo_cls.Config, f"params of {algo}")
-    config["params"] = dataclasses.asdict(instance)
-    for key in config["params"]:
-        sources.setdefault(f"params.{key}", layer_of.get(key, class_default))
-
-    # knobs set aside: judged against what the run uses without them
-    for name, value in foreign.items():
-        knob = BY_NAME[name]
-        section, _, key = name.rpartition(".")
-        holder = config["policy"] if section == "policy" else config
-        if value is not None and value != "auto":
-            value = coerce(name, value, knob.type)
-        if refuse == "changed" and value != holder.get(key):
-            raise ConfigError(knob.not_applicable(str(algo), _families_text(knob)))
-        if refuse == "never" and value is not None:
-            holder[key] = value
-            sources[name] = label(name)
-
-    _check_backend(config["backend"])
-    check_values(config)
-    try:
-        algo_cls.check_config(config)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    from harness.budget import Budget
-
-    try:
-        Budget(*(config[k] for k in BUDGET_KEYS)).validate()
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    config.setdefault("sweep", None)
-    config.setdefault("ray_address", None)
-    return ResolvedConfig(config, sources, family)
+    _apply_assignments(draft, overrides, param_types(algo_cls.Config), override_source)
+    foreign = _set_aside_foreign(draft, family, refuse)
+    _complete_identity(draft)
+    _complete_run_knobs(draft)
+    _complete_budget(draft)
+    _complete_policy(draft)
+    _complete_params(draft, algo_cls)
+    _judge_foreign(draft, foreign, refuse)
+    _check_completed(draft.config, algo_cls)
+    draft.config.setdefault("sweep", None)
+    draft.config.setdefault("ray_address", None)
+    return ResolvedConfig(draft.config, draft.sources, family)
 
 
 def complete_config(config: dict[str, Any]) -> dict[str, Any]:

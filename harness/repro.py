@@ -25,6 +25,7 @@ The configuration comes from flags, from ``--config FILE.yaml`` or, when
 neither names one, from the golden file itself. A config file (read with the
 safe loader; unknown keys are an error)::
 
+    imports: [mypackage.envs]  # modules of your own, as --import (optional)
     algo: optimes
     env: CartPole
     seed: 0
@@ -69,6 +70,7 @@ VARYING_METRICS = frozenset(
 )
 GOLDEN_DIGITS = 6
 CONFIG_KEYS = (
+    "imports",
     "algo",
     "env",
     "seed",
@@ -120,7 +122,7 @@ def _spec_from_yaml(path: Path) -> dict[str, Any]:
 
 def _spec_from_flags(args: argparse.Namespace, base: dict[str, Any]) -> dict[str, Any]:
     spec = {**base, "budget": dict(base.get("budget") or {}), "set": list(base.get("set") or [])}
-    for key in ("algo", "env", "seed", "episodes", "backend", "ray_address", "interrupt_at"):
+    for key in (*SPEC_KNOBS, "interrupt_at"):
         value = getattr(args, key)
         if value is not None:
             spec[key] = value
@@ -139,7 +141,7 @@ def _int(spec: dict[str, Any], key: str, default: int, least: int) -> int:
 
 
 #: Spec keys that are knobs of ``harness run`` (given only when the spec has them).
-SPEC_KNOBS = ("algo", "env", "seed", "episodes", "backend", "ray_address")
+SPEC_KNOBS = ("imports", "algo", "env", "seed", "episodes", "backend", "ray_address")
 
 
 def completed_config(spec: dict[str, Any], workers: int = 1) -> dict[str, Any]:
@@ -170,8 +172,9 @@ def run_flags(spec: dict[str, Any], workers: int) -> list[str]:
     """``harness run`` flags for a spec: the knobs it gives, nothing the defaults would fill."""
     flags = ["--workers", str(workers)]
     for key in SPEC_KNOBS:
-        if spec.get(key) is not None:
-            flags += [str(schema.BY_NAME[key].flag), str(spec[key])]
+        value = spec.get(key)
+        for one in value if isinstance(value, list) else [] if value is None else [value]:
+            flags += [str(schema.BY_NAME[key].flag), str(one)]
     for key, value in (spec.get("budget") or {}).items():
         if value is not None:
             flags += [str(schema.BY_NAME[key].flag), str(value)]
@@ -444,13 +447,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--interrupt-at",
-        type=int,
+        type=schema.integer_type("interrupt-at"),
         help="step after which the interrupted run gets SIGINT (default 3)",
     )
     parser.add_argument(
-        "--workers-b", type=int, default=2, help="worker count compared with W=1 (default 2)"
+        "--workers-b",
+        type=schema.integer_type("workers-b"),
+        default=2,
+        help="worker count compared with W=1 (default 2)",
     )
-    parser.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
+    parser.add_argument(
+        "--jobs", type=schema.integer_type("jobs"), default=2, help="runs at once (default 2)"
+    )
     parser.add_argument(
         "--checks",
         type=_checks,

@@ -260,8 +260,7 @@ def create_algorithm(algo_cls: type[Algorithm], context: RunContext, config: Any
     if evaluator is None:
         return algo_cls(context, config)
     try:
-        # An ES takes its evaluator (Algorithm's docstring); the base class declares two.
-        return algo_cls(context, config, evaluator)  # type: ignore[call-arg]
+        return algo_cls(context, config, evaluator)
     except BaseException:
         evaluator.close()
         raise
@@ -336,7 +335,7 @@ class Trainer:
         self._snapshot_s = 0.0  # seconds the last state freeze took
         self._step_s = 0.0  # seconds the last algorithm step took
         log_every = int(config.get("population_log_every") or 0)
-        noise_spec = getattr(self.algorithm, "noise_spec", None)
+        noise_spec = self.algorithm.noise_spec
         self.population_log = (
             PopulationLogWriter(
                 log_every,
@@ -456,7 +455,7 @@ class Trainer:
         The algorithm's ``time_counters`` (cumulative seconds per part) grow inside the
         block; their growth goes to their own parts, the rest to ``part``.
         """
-        counters: dict[str, float] = getattr(self.algorithm, "time_counters", None) or {}
+        counters = self.algorithm.time_counters
         before = dict(counters)
         started = time.perf_counter()
         try:

@@ -20,6 +20,7 @@ reads it from the completed config.
 from __future__ import annotations
 
 import argparse
+import decimal
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,7 +33,6 @@ Section = Literal["identity", "budget", "run", "policy", "record"]
 ES: frozenset[str] = frozenset({"es"})
 RL: frozenset[str] = frozenset({"rl"})
 ALL: frozenset[str] = frozenset({"es", "rl"})
-FAMILY_NAMES = {"es": "the ES family", "rl": "PPO/A2C"}
 
 
 @dataclass(frozen=True)
@@ -187,6 +187,18 @@ KNOBS: tuple[Knob, ...] = (
         families=ES,
         flags=("--backend",),
         metavar="{" + ",".join(BACKENDS) + "}",
+    ),
+    Knob(
+        "imports",
+        list,
+        [],
+        "modules of your own to import first, where envs or algorithms register (repeat the "
+        "flag for more); recorded, so sweep cells, resume, check-repro and workers import "
+        "them too",
+        section="identity",
+        flags=("--import",),
+        metavar="MODULE",
+        default_is_the_old_behaviour=True,
     ),
     Knob(
         "ray_address",
@@ -490,11 +502,6 @@ def knobs(section: Section | None = None) -> Iterable[Knob]:
     return (k for k in KNOBS if section is None or k.section == section)
 
 
-def settable_names() -> list[str]:
-    """Every key ``--set`` accepts besides an algorithm's hyperparameters."""
-    return [k.name for k in KNOBS if k.settable]
-
-
 def flag_names() -> dict[str, Knob]:
     """Every ``harness run`` knob flag (aliases included) -> its knob."""
     return {flag: knob for knob in KNOBS for flag in knob.flags}
@@ -543,7 +550,7 @@ def flag_default_text(knob: Knob) -> str:
         return "per env, from experiments/defaults.yaml; see --print-config"
     if knob.name == "ray_address":
         return "$RAY_ADDRESS, else a local instance"
-    if knob.default is None:
+    if knob.default is None or knob.default == []:
         return "none"
     return str(knob.default)
 
@@ -557,6 +564,47 @@ def flag_help(knob: Knob, text: str | None = None, default: bool = True) -> str:
     return shown.replace("%", "%%")  # argparse formats help with %
 
 
+def integral(value: Any) -> int | None:
+    """``value`` as an int when it is one or a float with no fraction (``1e5``), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def parse_number(text: str, integer: bool = False) -> int | float | None:
+    """A number as people write it (``300000``, ``3e5``, ``3e-4``), or None if it is not one.
+
+    ``integer``: only integral values (``1e5`` is 100000, ``1.5e0`` is None); read exactly,
+    through :class:`decimal.Decimal`, so large integers keep every digit.
+    """
+    try:
+        number = decimal.Decimal(text.strip().replace("_", ""))
+    except decimal.InvalidOperation:
+        return None
+    if not integer:
+        return float(number)
+    if not number.is_finite() or number != number.to_integral_value():
+        return None
+    return int(number)
+
+
+def integer_type(noun: str) -> Any:
+    """An argparse ``type`` for a flag that takes an integer as people write it (``1e3``)."""
+
+    def parse(text: str) -> int:
+        value = parse_number(text, integer=True)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"{noun} must be an integer, got {text!r}")
+        return int(value)
+
+    parse.__name__ = noun  # argparse names the type in some messages
+    return parse
+
+
 def flag_type(knob: Knob) -> Any:
     """An argparse ``type`` for a knob: parses, and checks the bound, naming the knob."""
     noun = knob.name.replace("_", " ")
@@ -565,13 +613,12 @@ def flag_type(knob: Knob) -> Any:
     def parse(text: str) -> Any:
         if knob.allow_auto and text == "auto":
             return text
-        try:
-            value = kind(text)
-        except ValueError:
+        value = parse_number(text, integer=kind is int)
+        if value is None:
             what = "an integer" if kind is int else "a number"
             extra = " or 'auto'" if knob.allow_auto else ""
             message = f"{noun} must be {what}{extra}, got {text!r}"
-            raise argparse.ArgumentTypeError(message) from None
+            raise argparse.ArgumentTypeError(message)
         if knob.below_least(value):
             least = "positive" if knob.positive or knob.least == 1 else f">= {knob.least:g}"
             raise argparse.ArgumentTypeError(f"{noun} must be {least}, got {value}")
@@ -607,13 +654,17 @@ def add_flags(
         title = {**GROUP_TITLES, **(titles or {})}.get(knob.section, "knobs")
         if title not in groups:
             groups[title] = parser.add_argument_group(title)
+        # a list knob's flag is repeated, one value each (--import a --import b)
+        how: dict[str, Any] = (
+            {"action": "append", "type": str} if knob.type is list else {"type": flag_type(knob)}
+        )
         groups[title].add_argument(
             *knob.flags,
             dest=knob.dest,
-            type=flag_type(knob),
             default=None,
             metavar=knob.metavar or knob.key.upper(),
             help=flag_help(knob, (helps or {}).get(knob.name), show_defaults),
+            **how,
         )
 
 

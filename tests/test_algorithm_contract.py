@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from algorithms.registry import algorithm_names
+from algorithms.registry import algorithm_names, get_algorithm
 from harness import cli
 from harness.runner import COMMON_METRICS
 from tests.conftest import only_run_dir, read_run
@@ -63,7 +63,8 @@ def run_algorithm(
         *sets,
         *extra,
     ]
-    if "--backend" not in extra and algo not in ("ppo", "a2c"):  # RL refuses ES-only flags
+    # an RL algorithm refuses ES-only flags
+    if "--backend" not in extra and get_algorithm(algo).family == "es":
         argv += ["--backend", "inline"]
     assert cli.main(argv) == 0
     run_dir = only_run_dir(runs_dir)

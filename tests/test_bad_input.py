@@ -72,6 +72,10 @@ RUN_CASES = [
     (["--backend", "cluster"], ["'cluster'", "backend"]),
     (["--seed", "-1"], ["seed", "-1"]),
     (["--workers", "many"], ["workers", "'many'"]),
+    # numbers as people write them: an integer knob takes 1e5, not a fraction
+    (["--timesteps", "1.5e0"], ["timesteps", "'1.5e0'"]),
+    (["--set", "timesteps=1.5e0"], ["timesteps", "1.5"]),
+    (["--set", "population=2.55e1"], ["population", "25.5"]),
     # knobs the algorithm does not use are refused, not ignored
     (["--algo", "ppo", "--episodes", "5"], ["--episodes-per-fitness (episodes)", "ppo"]),
     (["--algo", "a2c", "--episodes-per-fitness", "1"], ["episodes", "a2c"]),

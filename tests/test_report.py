@@ -880,10 +880,16 @@ def test_the_settings_table_names_the_es_update_rule() -> None:
         "momentum": 0.0,
         "l2_coeff": 0.0,
     }
-    assert settings.es_update_text(openai) == "all 20 pairs, centred ranks, Adam, L2 0.005"
-    assert settings.es_update_text(ars) == "top 10 of 30 pairs, returns / their std (ARS), SGD"
+    assert settings.headline({"algo": "optimes", "params": openai})["ES update"] == (
+        "all 20 pairs, centred ranks, Adam, L2 0.005"
+    )
+    assert settings.headline({"algo": "optimes", "params": ars})["ES update"] == (
+        "top 10 of 30 pairs, returns / their std (ARS), SGD"
+    )
     row = settings.headline({"algo": "cma", "params": {"population": 0}})
     assert row["ES update"] == "—"
+    assert row["population"] == "pycma default (4 + 3 ln d)"
+    assert settings.headline({"algo": "ppo", "params": {}})["population"] == "—"
 
 
 def test_a_group_first_evaluated_after_the_cut_is_still_named_in_the_legend() -> None:

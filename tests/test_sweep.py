@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,7 +124,7 @@ def test_goodai_policies_have_the_published_sizes() -> None:
         ),
         (
             "name: x\ngrid: {algo: [optimes], env: [CartPole], seeds: [1]}\n",
-            "unknown key grid.'seeds'",
+            "grid.seeds: optimes has no hyperparameter or knob 'seeds'; did you mean: seed?",
         ),
         (
             "name: x\ngrid: {algo: [optimes], env: [CartPole]}\nbudget: {steps: 10}\n",
@@ -340,6 +341,20 @@ def test_cell_identity_ignores_ray_address_and_knobs_one_side_lacks(tmp_path: Pa
     assert not same_cell(cell_identity(cell), cell_identity(stored))
 
 
+def test_no_imports_leaves_the_identity_and_key_of_stored_cells_as_they_were(
+    tmp_path: Path,
+) -> None:
+    """Runs stored before ``imports`` existed are the same cells, under the same lock key."""
+    from harness.sweep import cell_identity, cell_key, same_cell
+
+    cell = load_sweep(write_sweep(tmp_path, "ident", [0])).cells[0].config
+    assert cell["imports"] == []
+    stored = {key: value for key, value in cell.items() if key != "imports"}
+    assert same_cell(cell_identity(cell), cell_identity(stored))
+    assert cell_key(cell) == cell_key(stored)
+    assert cell_key({**cell, "imports": ["mypackage.envs"]}) != cell_key(cell)
+
+
 def test_file_wide_settings_reach_only_the_cells_that_use_them(tmp_path: Path) -> None:
     path = write_sweep(
         tmp_path, "mixed", [0], algos=("optimes", "ppo"), extra="  ppo: [n_steps=32]\n"
@@ -370,3 +385,38 @@ def test_cell_identity_ignores_knobs_the_algorithm_does_not_use(tmp_path: Path) 
     assert same_cell(cell_identity(cell), cell_identity(stored))
     stored["params"]["n_steps"] = 64
     assert not same_cell(cell_identity(cell), cell_identity(stored))
+
+
+def test_grid_keys_beyond_the_axes_vary_knobs_and_hyperparameters_per_algorithm(
+    tmp_path: Path,
+) -> None:
+    """A knob a family does not use gives its algorithms one cell, not one per value; list
+    values vary as wholes; a grid key the file also sets is refused."""
+    path = tmp_path / "further.yaml"
+    path.write_text(
+        "name: further\n"
+        "grid:\n"
+        "  algo: [optimes, ppo]\n"
+        "  env: [CartPole]\n"
+        "  sync: [broadcast, seeds]\n"
+        "  policy.hidden_sizes: [[8], [16, 16]]\n"
+        "budget: {timesteps: 1e4}\n"
+    )
+    cells = load_sweep(path).cells
+    by_algo: dict[str, list[tuple[Any, ...]]] = {}
+    for cell in cells:
+        config = cell.config
+        by_algo.setdefault(config["algo"], []).append(
+            (config.get("sync"), tuple(config["policy"]["hidden_sizes"]))
+        )
+    assert sorted(by_algo["optimes"]) == [
+        ("broadcast", (8,)),
+        ("broadcast", (16, 16)),
+        ("seeds", (8,)),
+        ("seeds", (16, 16)),
+    ]
+    assert sorted(h for _, h in by_algo["ppo"]) == [(8,), (16, 16)]  # one cell per size
+    assert all(cell.config["timesteps"] == 10000 for cell in cells)
+    path.write_text(path.read_text() + "set: [sync=seeds]\n")
+    with pytest.raises(SweepError, match=r"grid\.sync is also set"):
+        load_sweep(path)

@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--algos",
         nargs="+",
         default=["optimes", "optimes-seeds", "nevergrad-es", "cma"],
-        help="algorithm names; optimes-seeds is optimes with sync=seeds",
+        help="algorithm names; NAME-seeds is NAME with sync=seeds (optimes-seeds)",
     )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--backend", default="process", help=", ".join(BACKENDS))
@@ -82,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(args: argparse.Namespace, algo: str, d: int, population: int) -> dict[str, float]:
-    name, sync = ("optimes", "seeds") if algo == "optimes-seeds" else (algo, "broadcast")
+    replicated = algo.endswith("-seeds")
+    name, sync = (algo.removesuffix("-seeds"), "seeds") if replicated else (algo, "broadcast")
     config = complete_config(
         {
             "algo": name,

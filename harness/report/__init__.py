@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 
+from harness import schema
+
 __all__ = ["add_arguments", "run"]
 
 
@@ -54,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--map-runs",
         "--umap-runs",
         dest="map_runs",
-        type=int,
+        type=schema.integer_type("map-runs"),
         default=2,
         metavar="N",
         help="draw the map of visited models for up to N runs (one per env and algorithm; 0: none)",

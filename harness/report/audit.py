@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from algorithms.registry import family_of
 from harness.report.data import GROUP, budget_text
 from harness.report.tables import fmt
 
@@ -168,7 +169,7 @@ def flat_fitness_warnings(steps: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     groups = runs.set_index("run")[GROUP] if GROUP in runs else pd.Series(dtype=str)
     for run, frame in steps.groupby("run", sort=True):
         frame = frame.dropna(subset=["fitness_min", "fitness_max", "fitness_mean"])
-        if frame.empty or str(frame["algo"].iloc[0]) in ("ppo", "a2c"):
+        if frame.empty or family_of(frame["algo"].iloc[0]) == "rl":
             continue
         spread = frame["fitness_max"] - frame["fitness_min"]
         scale = frame["fitness_mean"].abs().clip(lower=1.0)

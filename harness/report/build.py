@@ -728,6 +728,10 @@ def _build_report(
         table = load_runs(paths)
     for warning in caught:
         print(f"harness: warning: {warning.message}", file=sys.stderr)
+    for problem in settings.import_recorded_modules(
+        record.config for record in table.records.values()
+    ):
+        print(f"harness: warning: {problem}", file=sys.stderr)
     if len(table) == 0:
         raise ReportError(f"no readable runs under {', '.join(map(str, paths))}")
     selected = table.select(statuses)

@@ -82,12 +82,6 @@ def _grid(n: int, width: float = 5.2, height: float = 3.9) -> tuple[Figure, list
     return fig, flat[:n]
 
 
-def _errorbar(runs: pd.DataFrame) -> Any:
-    """A 95% bootstrap interval where some group has enough runs for one (the n rule)."""
-    most = runs.groupby(["env", GROUP])["run"].nunique().max() if len(runs) else 0
-    return ("ci", 95) if most and most >= MIN_RUNS_INTERVAL else None
-
-
 LINESTYLES = ["-", "--", ":", "-."]
 
 

@@ -19,13 +19,15 @@ import math
 import shlex
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from harness.report.data import GROUP, NOT_SETTINGS, budget_phrase, defaults_older_runs_followed
 
-RL_ALGOS = ("ppo", "a2c")
+if TYPE_CHECKING:
+    from algorithms.base import Algorithm
+
 #: Columns of the main settings table, in order (identity columns come first).
 HEADLINE = (
     "algorithm",
@@ -47,6 +49,7 @@ HEADLINE = (
 )
 #: Top-level config keys ``harness run`` takes as flags (everything else goes through --set).
 FLAG_KEYS = (
+    "imports",
     "algo",
     "env",
     "seed",
@@ -59,8 +62,34 @@ FLAG_KEYS = (
     "time_limit",
     "target_return",
 )
+#: Flags not spelled as their key.
+FLAG_SPELLINGS = {"imports": "--import"}
 #: Never part of a command: the sweep name is a label, not a knob of ``harness run``.
 NOT_COMMAND = ("sweep",)
+
+
+def import_recorded_modules(configs: Iterable[dict[str, Any]]) -> list[str]:
+    """Import the modules the runs imported (``imports``), so their algorithms describe
+    themselves; one line per module that cannot be found (its runs are shown as recorded)."""
+    from harness.config import ConfigError, import_user_modules
+
+    problems = []
+    for modules in dict.fromkeys(tuple(c.get("imports") or ()) for c in configs):
+        try:
+            import_user_modules(list(modules))
+        except ConfigError as error:
+            problems.append(str(error))
+    return problems
+
+
+def algorithm_class(algo: Any) -> type[Algorithm] | None:
+    """The class of a run's algorithm, or None where this process does not know it."""
+    from algorithms.registry import AlgorithmRegistryError, get_algorithm
+
+    try:
+        return get_algorithm(str(algo))
+    except AlgorithmRegistryError:
+        return None
 
 
 def _present(value: Any) -> bool:
@@ -86,7 +115,7 @@ def policy_text(config: dict[str, Any], sb3_policy: Any = None) -> str:
     PPO/A2C train SB3's own network (``net_arch``), not the harness policy named in
     ``policy.kind``, so for them only the SB3 network is shown.
     """
-    if sb3_policy and str(config.get("algo")) in RL_ALGOS:
+    if sb3_policy:  # recorded only by runs of stable-baselines3's algorithms
         activation = (config.get("params") or {}).get("activation")
         suffix = f" {activation}" if activation else ""
         return f"SB3 MLP {sb3_policy}{suffix} (actor and critic)"
@@ -105,24 +134,6 @@ def policy_text(config: dict[str, Any], sb3_policy: Any = None) -> str:
     return ", ".join(parts)
 
 
-def es_update_text(params: dict[str, Any]) -> str:
-    """optimes' update rule in words: OpenAI-ES's centred ranks or ARS V2-t's top b pairs."""
-    pairs = int(params.get("population", 0)) // 2
-    top = int(params.get("top_directions", 0) or 0)
-    shaping = params.get("fitness_shaping", "centered_ranks")
-    kept = f"top {top} of {pairs} pairs" if 0 < top < pairs else f"all {pairs} pairs"
-    shaped = "returns / their std (ARS)" if shaping == "reward_std" else "centred ranks"
-    optimizer = str(params.get("optimizer", "adam"))
-    if optimizer == "sgd":
-        momentum = params.get("momentum", 0.9)
-        optimizer = "SGD" if not momentum else f"SGD, momentum {_number(momentum)}"
-    else:
-        optimizer = "Adam"
-    decay = params.get("l2_coeff", 0.0)
-    l2 = f", L2 {_number(decay)}" if decay else ""
-    return f"{kept}, {shaped}, {optimizer}{l2}"
-
-
 def budget_text(config: dict[str, Any]) -> str:
     """``40k timesteps``, ``2 generations or 600 s``: one run's budget in words."""
     return budget_phrase(config.get) or "none"
@@ -134,14 +145,11 @@ def headline(
     """The main table's settings of one run, as display strings."""
     params = config.get("params") or {}
     algo = str(config.get("algo"))
-    rl = algo in RL_ALGOS
-    population = params.get("population")
-    if algo == "cma" and population == 0:
-        population_text = "pycma default (4 + 3 ln d)"
-    elif rl:
-        population_text = "—"
-    else:
-        population_text = _number(population)
+    algo_cls = algorithm_class(algo)
+    rl = algo_cls is not None and algo_cls.family == "rl"
+    described = algo_cls.describe_population(params) if algo_cls is not None else None
+    population_text = described or ("—" if rl else _number(params.get("population")))
+    update = algo_cls.describe_update(params) if algo_cls is not None else None
     sigma = params.get("sigma", params.get("sigma0"))
     cap = config.get("max_episode_steps")
     cap_text = "env's own limit" if not _present(cap) else f"{_number(cap)} steps"
@@ -166,7 +174,7 @@ def headline(
         "population": population_text,
         "sigma": _number(sigma),
         "learning rate": _number(params.get("learning_rate")),
-        "ES update": es_update_text(params) if algo == "optimes" else "—",
+        "ES update": update or "—",
         "k": _number(config.get("episodes")),
         "W": _number(config.get("workers")),
         "backend": str(config.get("backend")),
@@ -339,8 +347,9 @@ def reproduce_command(config: dict[str, Any]) -> str:
         value = config.get(key)
         if not _present(value) or not _applies(key, family):
             continue
-        flag = "--" + key.replace("_", "-")
-        flags += [flag, _yaml_value(value) if isinstance(value, float) else str(value)]
+        flag = FLAG_SPELLINGS.get(key, "--" + key.replace("_", "-"))
+        for one in value if isinstance(value, list) else [value]:  # a list: one flag each
+            flags += [flag, _yaml_value(one) if isinstance(one, float) else str(one)]
     base = _defaults(json.dumps({k: config.get(k) for k in FLAG_KEYS}, sort_keys=True))
     base_flat = _flat(base) if base is not None else {}
     clash = _clashing_names()

@@ -361,14 +361,6 @@ def lead_text(stats: dict[str, GroupStats], where: str, digits: int = 1) -> str:
     return text + f"; 95% intervals do not overlap ({bounds}): {first} ahead at n={smallest}.{tail}"
 
 
-def stats_by_group(runs: pd.DataFrame, column: str) -> dict[str, GroupStats]:
-    """:func:`group_stats` of ``runs[column]`` per group (one env's runs)."""
-    return {
-        str(group): group_stats(frame[column].to_numpy(float))
-        for group, frame in runs.groupby(GROUP, sort=True)
-    }
-
-
 # -- performance profiles ---------------------------------------------------------------
 
 

@@ -6,12 +6,15 @@ combination is one *cell*, one Sacred run::
     name: demo                      # required; every run is tagged sweep=<name>
     description: >                  # optional free text (reports quote it)
       What this sweep compares and at what budget.
+    imports: [mypkg.envs]           # optional: modules of your own (as harness run --import)
     grid:                           # each entry a list (a single value is a list of one)
       algo: [optimes, cma]          # required
       env: [CartPole]               # required
       seed: [0, 1, 2]               # default [0]
       episodes: [1, 5]              # episodes per fitness (ES family); default [1]
       workers: [1]                  # default [1] (as harness run); "auto": this machine's CPUs
+      policy.kind: [linear, mlp]    # any --set knob ...
+      population: [20, 40]          # ... or algorithm hyperparameter
     budget:                         # any of timesteps, generations, time_limit, target_return
       timesteps: 20000              # (none: the env's default budget)
     backend: inline                 # inline, process or ray (ES family); default process
@@ -25,7 +28,10 @@ combination is one *cell*, one Sacred run::
 Unknown keys are a usage error naming the key and the file. Each cell's
 config is built by :func:`harness.config.build_run_config`, as ``harness
 run`` builds one, so the whole file is validated before anything runs. The
-grid axes are the knobs :mod:`harness.schema` marks as such. File-wide
+grid's axes are the knobs :mod:`harness.schema` marks as such; any other grid
+key is a ``--set`` knob or a hyperparameter, refused for an algorithm that lacks
+it (:func:`~harness.sweep.spec.grid_key_applies`), one cell (not one per value)
+for an algorithm whose family does not use the knob. File-wide
 settings reach the cells whose algorithm uses them: ``backend``, ES-only
 knobs in ``set`` and the ``episodes`` axis are not given to PPO/A2C cells
 (which get one cell per other combination, not one per K); in ``overrides``
@@ -35,7 +41,7 @@ Cells run one subprocess each (``python -m harness.sweep --cell FILE``), so
 a crash of one cell does not stop the sweep; ``--jobs N`` runs N at once.
 Their output goes to ``RUNS_DIR/_sweeps/<name>/logs/``.
 
-``--set KEY=VALUE`` (every cell) and ``--grid KEY=V1,V2`` (replace an axis)
+``--set KEY=VALUE`` (every cell) and ``--grid KEY=V1,V2`` (replace or add a grid key)
 shrink a shipped study to this machine without editing it, e.g.
 ``harness sweep experiments/goodai_lander.yaml --set timesteps=300000
 --grid seed=0,1``; ``--dry-run`` lists the cells and which would be skipped.

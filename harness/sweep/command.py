@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness import schema
 from harness.commands import UsageError, check_runs_dir
 from harness.sweep.scheduler import RESULT_PREFIX, run_sweep
 from harness.sweep.spec import GRID_KEYS, SweepError, load_sweep, parse_grid_override
@@ -22,10 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", default="runs", help="Sacred FileStorage directory")
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=schema.integer_type("jobs"),
         default=None,
         help="cells run at once (default: the file's jobs, else 1); more jobs "
         "than cores distorts wall-clock comparisons",
+    )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module of your own first, for every cell (added to the file's imports)",
     )
     parser.add_argument(
         "--set",
@@ -42,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=V1,V2",
-        help=f"replace a grid axis ({', '.join(GRID_KEYS)}), e.g. seed=0,1",
+        help=f"replace or add a grid key: an axis ({', '.join(GRID_KEYS)}), a --set knob or "
+        "an algorithm hyperparameter, e.g. seed=0,1 or sigma=0.02,0.05",
     )
     parser.add_argument(
         "--dry-run",
@@ -82,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     """``harness sweep``: 0 when every cell is completed, 1 when some failed."""
     try:
         grid = dict(parse_grid_override(text) for text in args.grid)
-        sweep = load_sweep(args.file, extra_set=args.overrides, grid_override=grid)
+        sweep = load_sweep(
+            args.file, extra_set=args.overrides, grid_override=grid, extra_imports=args.imports
+        )
     except SweepError as error:
         raise UsageError(str(error)) from None
     if args.jobs is not None and args.jobs < 1:

@@ -25,7 +25,13 @@ def cell_identity(config: dict[str, Any]) -> dict[str, Any]:
     ``backend`` once reached PPO cells; it never changed what they computed).
     """
     identity = {k: v for k, v in config.items() if k not in IGNORED_IN_IDENTITY}
-    family = algorithm_family(config.get("algo"))
+    if not identity.get("imports"):
+        # no modules imported is what every run did before the knob existed: the key
+        # (and so the digest) of such a cell stays what it was
+        identity.pop("imports", None)
+    from algorithms.registry import family_of
+
+    family = family_of(config.get("algo"))
     if family is not None:
         for knob in schema.KNOBS:
             if knob.applies_to(family):
@@ -39,16 +45,6 @@ def cell_identity(config: dict[str, Any]) -> dict[str, Any]:
     # Through JSON, as config.json stores it: tuples become lists, key order is irrelevant.
     canonical: dict[str, Any] = json.loads(json.dumps(identity, sort_keys=True, default=str))
     return canonical
-
-
-def algorithm_family(algo: Any) -> str | None:
-    """The family of an algorithm name, or None for one this harness does not know."""
-    from algorithms.registry import UnknownAlgorithmError, get_algorithm
-
-    try:
-        return str(get_algorithm(str(algo)).family)
-    except UnknownAlgorithmError:
-        return None
 
 
 def cell_key(config: dict[str, Any]) -> str:

@@ -8,20 +8,33 @@ anything runs.
 
 from __future__ import annotations
 
+import difflib
 import itertools
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness import schema
-from harness.config import BUDGET_KEYS, ConfigError, read_yaml
-from harness.sweep.identity import algorithm_family, cell_key
+from harness.config import BUDGET_KEYS, ConfigError, import_user_modules, read_yaml
+from harness.sweep.identity import cell_key
 
-SWEEP_KEYS = ("name", "description", "grid", "budget", "backend", "jobs", "set", "overrides")
+SWEEP_KEYS = (
+    "name",
+    "description",
+    "imports",
+    "grid",
+    "budget",
+    "backend",
+    "jobs",
+    "set",
+    "overrides",
+)
 
 
-#: Grid axes, from the knob schema; an axis left out takes the knob's built-in default.
+#: Grid axes every sweep has, from the knob schema; one left out takes the knob's built-in
+#: default. Any other grid key is a settable knob or an algorithm hyperparameter.
 GRID_KEYS = schema.GRID_KEYS
 
 
@@ -40,6 +53,8 @@ class Cell:
 
     index: int
     config: dict[str, Any]
+    #: the values of the grid's further keys (hyperparameters, knobs) this cell takes
+    varied: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -47,11 +62,17 @@ class Cell:
 
     @property
     def label(self) -> str:
+        from algorithms.registry import family_of
+
         c = self.config
-        family = algorithm_family(c["algo"])
+        family = family_of(c["algo"])
         uses_k = family is None or schema.BY_NAME["episodes"].applies_to(family)
         episodes = f" episodes={c['episodes']}" if uses_k else ""
-        return f"{c['algo']} {c['env']} seed={c['seed']}{episodes} workers={c['workers']}"
+        varied = "".join(
+            f" {key}={value if isinstance(value, str) else json.dumps(value)}"
+            for key, value in self.varied.items()
+        )
+        return f"{c['algo']} {c['env']} seed={c['seed']}{episodes} workers={c['workers']}{varied}"
 
 
 @dataclass
@@ -65,12 +86,14 @@ class Sweep:
     jobs: int = 1
 
 
-def _as_list(value: Any, key: str, path: Path) -> list[Any]:
+def _as_list(value: Any, key: str, path: Path, lists: bool = False) -> list[Any]:
+    """A grid entry's values (a single value is a list of one); ``lists``: a value may
+    itself be a list (``policy.hidden_sizes: [[32], [64, 64]]``)."""
     values = value if isinstance(value, list) else [value]
     if not values:
         raise SweepError(f"{path}: grid.{key} is empty")
     for item in values:
-        if isinstance(item, (dict, list)) or item is None:
+        if isinstance(item, dict) or item is None or (isinstance(item, list) and not lists):
             raise SweepError(f"{path}: grid.{key} entries must be scalars, got {item!r}")
     return values
 
@@ -101,18 +124,26 @@ def build_cell_config(
     budget: dict[str, Any],
     common: list[str],
     per_algo: list[str],
+    imports: list[str] | None = None,
+    varied: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A cell's completed run config, built by ``build_run_config`` as ``harness run`` does.
 
     File-wide settings (``backend``, the ``set`` list, the ``episodes`` axis)
     reach only the cells whose algorithm uses them; ``per_algo`` overrides are
     the user's word for this algorithm, so a knob it does not use is an error.
+    ``varied``: the values of the grid's further keys, checked against this algorithm by
+    :func:`grid_key_applies`.
     """
+    from algorithms.registry import family_of
     from harness.config import build_run_config, param_types, parse_assignment
 
-    family = algorithm_family(algo) or "es"
+    family = family_of(algo) or "es"
     given: dict[str, Any] = {"algo": algo, "env": env, "seed": seed, "workers": workers}
     sources = dict.fromkeys(given, "sweep grid")
+    if imports:
+        given["imports"] = list(imports)
+        sources["imports"] = "sweep file imports"
     if schema.BY_NAME["episodes"].applies_to(family):
         given["episodes"] = episodes
         sources["episodes"] = "sweep grid"
@@ -135,6 +166,16 @@ def build_cell_config(
         knob = schema.BY_NAME.get(path)
         if knob is None or knob.applies_to(family):
             shared.append(assignment)
+    set_by_file = {parse_assignment(a, params)[0] for a in [*shared, *per_algo]}
+    set_by_file |= {key for key in BUDGET_KEYS if budget.get(key) is not None}
+    for key, value in (varied or {}).items():
+        config_path, typed = parse_assignment(f"{key}={json.dumps(value)}", params)
+        if config_path in set_by_file:
+            raise ConfigError(f"grid.{key} is also set in the file's budget, set or overrides")
+        section, _, name = config_path.rpartition(".")
+        holder = given.setdefault(section, {}) if section else given
+        holder[name] = typed
+        sources[section or name] = "sweep grid"
     resolved = build_run_config(
         given, source=sources, overrides=[*shared, *per_algo], override_source="sweep set"
     )
@@ -149,9 +190,10 @@ def parse_grid_override(text: str) -> tuple[str, list[Any]]:
 
     key, sep, raw = text.partition("=")
     key = key.strip()
-    if not sep or key not in GRID_KEYS:
+    if not sep or not key:
         raise SweepError(
-            f"--grid expects KEY=V1,V2,... with KEY one of {', '.join(GRID_KEYS)}, got {text!r}"
+            f"--grid expects KEY=V1,V2,... (KEY an axis such as {', '.join(GRID_KEYS)}, a "
+            f"--set key or a hyperparameter), got {text!r}"
         )
     try:
         values = [parse_value(part.strip()) for part in raw.split(",") if part.strip()]
@@ -162,16 +204,56 @@ def parse_grid_override(text: str) -> tuple[str, list[Any]]:
     return key, values
 
 
+def grid_key_applies(algo: str, key: str) -> bool:
+    """Whether a further grid key (not an axis) applies to ``algo``: True for one of its
+    hyperparameters or a ``--set`` knob its family uses, False for a knob its family does
+    not use (one cell, not one per value, as the ``episodes`` axis for PPO). A key that
+    is neither raises :class:`ConfigError` naming it and the algorithm."""
+    from algorithms.registry import get_algorithm
+    from harness.config import param_types, suggest_keys
+
+    algo_cls = get_algorithm(algo)
+    params = param_types(algo_cls.Config)
+    section, _, name = key.rpartition(".")
+    if section in ("", "params") and name in params:
+        return True
+    knob = None if section == "params" else schema.find(key)
+    if knob is not None and knob.settable:
+        return knob.applies_to(str(algo_cls.family))
+    if knob is not None:
+        how = f"give it as the file's {knob.name}" if knob.name == "backend" else "not a grid key"
+        raise ConfigError(f"grid.{key}: {knob.name} is {how}")
+    close = [*difflib.get_close_matches(key, GRID_KEYS, n=1), *suggest_keys(name, params)]
+    hint = f"; did you mean: {', '.join(close)}?" if close else ""
+    raise ConfigError(f"grid.{key}: {algo} has no hyperparameter or knob {name!r}{hint}")
+
+
+def _integers(key: str, values: list[Any], path: Path) -> list[Any]:
+    """The values of an integer axis; ``1e2`` is 100, a fraction is refused."""
+    checked = []
+    for value in values:
+        if key == "workers" and value == "auto":
+            checked.append(value)
+            continue
+        number = schema.integral(value)
+        if number is None:
+            raise SweepError(f"{path}: grid.{key} entries must be integers, got {value!r}")
+        checked.append(number)
+    return checked
+
+
 def load_sweep(
     path: str | Path,
     extra_set: list[str] | None = None,
     grid_override: dict[str, list[Any]] | None = None,
+    extra_imports: list[str] | None = None,
 ) -> Sweep:
     """Parse and validate a sweep file; raise :class:`SweepError` (one line) on bad input.
 
     ``extra_set`` (``--set``) is appended to the file's ``set`` list and
-    ``grid_override`` (``--grid``) replaces grid axes: a smaller budget or fewer
+    ``grid_override`` (``--grid``) replaces or adds grid keys: a smaller budget or fewer
     seeds without editing the file. Changed configs are new cells (new runs).
+    ``extra_imports`` (``--import``) are added to the file's ``imports``.
     """
     path = Path(path)
     try:
@@ -184,54 +266,85 @@ def load_sweep(
     name = data.get("name")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise SweepError(f"{path}: name must be letters, digits, '_', '.' or '-', got {name!r}")
+    try:
+        # before any name is resolved: the modules register envs and algorithms
+        listed = data.get("imports")
+        if extra_imports and (listed is None or isinstance(listed, list)):
+            listed = list(dict.fromkeys([*(listed or []), *extra_imports]))
+        imports = import_user_modules(listed)
+    except ConfigError as error:
+        raise SweepError(f"{path}: {error}") from None
     grid = data.get("grid")
     if not isinstance(grid, dict):
-        raise SweepError(f"{path}: grid must be a mapping of {', '.join(GRID_KEYS)}")
-    _check_keys(grid, GRID_KEYS, "grid.", path)
+        raise SweepError(
+            f"{path}: grid must be a mapping of {', '.join(GRID_KEYS)} and further keys"
+        )
     grid = {**grid, **(grid_override or {})}
     for required in ("algo", "env"):
         if required not in grid:
             raise SweepError(f"{path}: grid.{required} is required")
     axes = {key: _as_list(grid.get(key, GRID_DEFAULTS.get(key)), key, path) for key in GRID_KEYS}
     for key in ("seed", "episodes", "workers"):
-        for value in axes[key]:
-            if key == "workers" and value == "auto":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise SweepError(f"{path}: grid.{key} entries must be integers, got {value!r}")
+        axes[key] = _integers(key, axes[key], path)
+    further = {
+        str(key): _as_list(values, str(key), path, lists=True)
+        for key, values in grid.items()
+        if key not in GRID_KEYS
+    }
     budget = data.get("budget") or {}
     if not isinstance(budget, dict):
         raise SweepError(f"{path}: budget must be a mapping of {', '.join(BUDGET_KEYS)}")
     _check_keys(budget, BUDGET_KEYS, "budget.", path)
     backend = data.get("backend")
-    jobs = data.get("jobs", 1)
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise SweepError(f"{path}: jobs must be a positive integer, got {jobs!r}")
+    jobs = schema.integral(data.get("jobs", 1))
+    if jobs is None or jobs < 1:
+        raise SweepError(f"{path}: jobs must be a positive integer, got {data.get('jobs')!r}")
     common = _string_list(data.get("set"), "set", path) + list(extra_set or [])
     overrides = data.get("overrides") or {}
     if not isinstance(overrides, dict):
         raise SweepError(f"{path}: overrides must map algorithm names to key=value lists")
     per_algo = {str(a): _string_list(v, f"overrides.{a}", path) for a, v in overrides.items()}
-    from algorithms.registry import UnknownAlgorithmError, get_algorithm
+    from algorithms.registry import AlgorithmRegistryError, family_of, get_algorithm
 
     for algo in per_algo:
         # Overrides of algorithms left out of the grid (--grid algo=...) are unused, not wrong.
         try:
             get_algorithm(algo)
-        except UnknownAlgorithmError as error:
+        except AlgorithmRegistryError as error:
             raise SweepError(f"{path}: overrides.{algo}: {error}") from None
     description = data.get("description") or ""
+    for algo in axes["algo"]:
+        for key in further:
+            try:
+                grid_key_applies(str(algo), key)
+            except (AlgorithmRegistryError, ConfigError) as error:
+                raise SweepError(f"{path}: {error}") from None
 
     cells: list[Cell] = []
     # Seeds outermost: a partly finished sweep already holds whole comparisons.
-    for seed, env, episodes, workers, algo in itertools.product(
-        axes["seed"], axes["env"], axes["episodes"], axes["workers"], axes["algo"]
+    for seed, env, episodes, workers, *values, algo in itertools.product(
+        axes["seed"],
+        axes["env"],
+        axes["episodes"],
+        axes["workers"],
+        *further.values(),
+        axes["algo"],
     ):
-        family = algorithm_family(algo)
+        family = family_of(algo)
         uses_k = family is None or schema.BY_NAME["episodes"].applies_to(family)
         if not uses_k and episodes != axes["episodes"][0]:
             continue  # episodes per fitness means nothing to PPO/A2C: one cell, not one per K
         try:
+            applies = {key: family is None or grid_key_applies(str(algo), key) for key in further}
+            # a key the algorithm's family does not use: one cell, at the first value
+            if any(
+                not applies[key] and value != further[key][0]
+                for key, value in zip(further, values, strict=True)
+            ):
+                continue
+            varied = {
+                key: value for key, value in zip(further, values, strict=True) if applies[key]
+            }
             config = build_cell_config(
                 name=name,
                 algo=str(algo),
@@ -243,10 +356,12 @@ def load_sweep(
                 budget=budget,
                 common=common,
                 per_algo=per_algo.get(str(algo), []),
+                imports=imports,
+                varied=varied,
             )
-        except ConfigError as error:
+        except (AlgorithmRegistryError, ConfigError) as error:
             raise SweepError(f"{path}: cell algo={algo} env={env}: {error}") from None
-        cells.append(Cell(len(cells), config))
+        cells.append(Cell(len(cells), config, varied))
     keys = [cell.key for cell in cells]
     if len(set(keys)) != len(keys):
         raise SweepError(f"{path}: the grid has duplicate cells (a value listed twice?)")
