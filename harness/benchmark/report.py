@@ -34,12 +34,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from algorithms.registry import family_of
 from harness import rundir
 from harness.benchmark.spec import Benchmark, Task
 from harness.report import data as d
 from harness.report import stats
 from harness.report.tables import fmt, interval, markdown_table
-from harness.sweep.identity import algorithm_family, cell_identity, same_cell
+from harness.sweep.identity import cell_identity, same_cell
 
 ARCHIVE = "runs" + rundir.ARCHIVE_SUFFIX
 RANDOM_SCORES = "random_scores.json"
@@ -157,7 +158,7 @@ def task_scores(task: Task, archive: Path, random_score: float) -> TaskScores | 
             "run": runs["run"],
             "algo": runs["algo"].astype(str),
             "seed": runs["seed"].astype(int),
-            "family": [algorithm_family(a) or "es" for a in runs["algo"]],
+            "family": [family_of(a) or "es" for a in runs["algo"]],
             "cpu_seconds_total": steps.groupby("run")["cpu_seconds"]
             .max()
             .reindex(runs["run"])
@@ -411,6 +412,8 @@ def write_benchmark_report(
     from harness.report.render import Document, Section, to_html, to_markdown
 
     out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob("aggregate_*.png"), *out.glob("profiles_*.png")]:
+        stale.unlink()  # a figure this redraw does not draw must not linger
     missing = refresh_archives(bench, runs_dir, out)
     random = _random_scores(bench, runs_dir, out)
     all_scores: list[TaskScores] = []
@@ -457,9 +460,7 @@ def write_benchmark_report(
             section.after.append("Missing cells: " + "; ".join(missing[task.env]) + ".")
         per_task_sections.append(section)
 
-    families = {
-        algo: (algorithm_family(algo) or "es") for task in bench.tasks for algo in task.algos
-    }
+    families = {algo: (family_of(algo) or "es") for task in bench.tasks for algo in task.algos}
     aggregate_sections = []
     for axis, label in AXES.items():
         matrix, envs = aggregate_matrix(all_scores, axis)

@@ -71,10 +71,10 @@ NODE_ENV = "HARNESS_RAY_NODE"
 
 def cell_cpus(config: dict[str, Any]) -> int:
     """CPUs a cell reserves: its ES evaluation workers, or its RL envs in subprocesses."""
-    from harness.sweep.identity import algorithm_family
+    from algorithms.registry import family_of
 
     workers = int(config.get("workers") or 1)
-    if (algorithm_family(config.get("algo")) or "es") == "es":
+    if (family_of(config.get("algo")) or "es") == "es":
         return max(1, workers)
     if workers <= 1:
         return 1
