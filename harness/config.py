@@ -54,11 +54,31 @@ class ConfigError(ValueError):
     """A bad configuration value; the message is one line naming it."""
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping (YAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> Any:
     """Read YAML with the safe loader; a malformed file is a :class:`ConfigError`."""
     try:
-        with open(path, encoding="utf-8") as stream:
-            return yaml.safe_load(stream)
+        text = path.read_text(encoding="utf-8")
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path} is not a text file (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start} is not UTF-8)"
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

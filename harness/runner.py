@@ -44,7 +44,6 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -60,13 +59,14 @@ from algorithms.es_common import confirm_seeds, eval_seeds
 from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env, resolve_env_id
-from evaluation.backends import Evaluator, EvaluatorSettings, WorkerLostError
+from evaluation.backends import Evaluator, EvaluatorSettings, WorkerLostError, sigint_ignored
 from evaluation.registry import make_evaluator
 from harness import rundir
 from harness.budget import Budget
 from harness.checkpoint import (
     CHECKPOINT_NAME,
     INTERRUPT_ENV,
+    EncodedState,
     encode_state,
     remove_stale_temporaries,
     write_checkpoint_payload,
@@ -74,7 +74,7 @@ from harness.checkpoint import (
 from harness.config import validate_params
 from harness.cputime import CpuMeter
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
-from harness.signals import interrupt_on_stop_signals
+from harness.signals import interrupt_on_stop_signals, take_latched
 
 #: Packages a remote (Ray cluster) worker needs besides the evaluation layer's own
 #: (``evaluation``, ``envs``): the algorithms, whose replicas travel pickled (sync=seeds).
@@ -192,27 +192,6 @@ class Progress:
         }
 
 
-@contextlib.contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """Ignore SIGINT while worker processes start, so that they inherit "ignore".
-
-    Ctrl-C in a terminal goes to the whole foreground process group. Spawned
-    workers keep an ignored disposition across ``exec`` (Python installs its
-    KeyboardInterrupt handler only where SIGINT is not ignored), so Ctrl-C
-    reaches only the head, which stops them cleanly: no worker tracebacks.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-
-
 def build_policy_spec(config: dict[str, Any]) -> PolicySpec:
     """The policy the config describes, sized for its env's spaces."""
     env = make_env(config["env"])
@@ -323,12 +302,13 @@ class Trainer:
         self._cpu_offset_s = 0.0  # a resumed run's CPU-seconds before this process
         self._cpu_sampled_at = 0.0
         setup_started = time.perf_counter()
-        with sigint_ignored():
-            self.algorithm = build_algorithm(config)
+        # A stop signal now is latched by the command (harness.signals) and acted on once
+        # the step-0 checkpoint exists; the evaluator keeps Ctrl-C from its workers itself.
+        self.algorithm = build_algorithm(config)
         self._startup["setup"] = time.perf_counter() - setup_started
         self._train_started = time.perf_counter()
         self._training_started_at: float | None = None  # Unix time, for `harness bench solve`
-        self._snapshot: tuple[int, bytes] | None = None
+        self._snapshot: tuple[int, EncodedState] | None = None
         self._saved_step = -1
         self._saved_at = time.perf_counter()
         self._checkpointable = True
@@ -511,7 +491,11 @@ class Trainer:
             self._saved_step = -1  # the reopened state is written at once: it matches the metrics
 
     def _flush_metrics(self) -> None:
-        """Hand the metrics logged so far to the observers now (Sacred does it on heartbeats)."""
+        """Hand the metrics logged so far to the observers now (Sacred does it on heartbeats).
+
+        Called directly rather than through Sacred's ``_safe_call``, which would
+        swallow a failed write; then :meth:`_check_records` fails the run on it.
+        """
         run = self.run
         pending = getattr(run, "_metrics", None)
         if pending is None:
@@ -521,7 +505,19 @@ class Trainer:
         by_name = linearize_metrics(pending.get_last_metrics())
         if by_name:
             for observer in run.observers:
-                run._safe_call(observer, "log_metrics", metrics_by_name=by_name, info=run.info)
+                observer.log_metrics(metrics_by_name=by_name, info=run.info)
+        self._check_records()
+
+    def _check_records(self) -> None:
+        """Fail the run at once when a write of its record failed (a full disk, say).
+
+        The observer keeps the first failed write (``write_failure``, set by the
+        heartbeat thread too); training on would lose metrics for good.
+        """
+        for observer in getattr(self.run, "observers", ()):
+            failure = getattr(observer, "write_failure", None)
+            if failure is not None:
+                raise failure
 
     def _commit(self, write: bool) -> None:
         """Freeze the state after a complete step; write it when ``write``.
@@ -553,7 +549,11 @@ class Trainer:
         if step <= self._saved_step:
             return
         self._flush_metrics()  # metrics on disk reach the checkpoint's step before it exists
-        write_checkpoint_payload(self.run_dir / CHECKPOINT_NAME, payload)
+        path = self.run_dir / CHECKPOINT_NAME
+        try:
+            write_checkpoint_payload(path, payload)
+        except OSError as error:
+            raise rundir.RecordWriteError(path, error) from None
         self._saved_step = step
         self._saved_at = time.perf_counter()
 
@@ -564,7 +564,6 @@ class Trainer:
     # -- the loop -------------------------------------------------------------
     def train(self) -> dict[str, Any]:
         """Step until the budget is used; return a summary."""
-        interrupt_on_stop_signals()
         p = self.progress
         interval = int(self.config["eval_every_timesteps"])
         checkpoint_every = int(self.config["checkpoint_every"])
@@ -579,7 +578,11 @@ class Trainer:
             remove_stale_temporaries(self.run_dir)
         with self._timed("checkpoint"):
             self._commit(write=self._saved_step < 0)  # a fresh run can be resumed from step 0
+        interrupt_on_stop_signals()
         try:
+            latched = take_latched()
+            if latched is not None:  # stopped during start-up: now it can be resumed
+                raise KeyboardInterrupt(f"signal {latched} during start-up")
             while p.stop_reason is None:
                 step_started = time.perf_counter()
                 with self._timed("rollouts"):
@@ -593,6 +596,7 @@ class Trainer:
                     p.wall_time_s = time.perf_counter() - started
                     self._sample_cpu(force=False)
                     self._record(record)
+                    self._check_records()
                 if p.timesteps >= p.next_eval_at:
                     self._evaluate_and_confirm()
                     p.next_eval_at = (p.timesteps // interval + 1) * interval
@@ -629,7 +633,10 @@ class Trainer:
         with self._timed("checkpoint"):
             self._commit(write=True)
         p.wall_time_s = time.perf_counter() - started
-        return self.finish()
+        summary = self.finish()
+        self._flush_metrics()  # the last metrics and the artifacts must be on disk, or FAILED
+        self._check_records()
+        return summary
 
     def _log_time_breakdown(self) -> None:
         """The running totals per part, as ``time_<part>_s`` metrics at this step."""

@@ -9,9 +9,17 @@ import os
 import sys
 from pathlib import Path
 
+from harness.checkpoint import ensure_checkpoint_key
 from harness.commands import UsageError, check_runs_dir
-from harness.sweep.scheduler import RESULT_PREFIX, run_sweep
-from harness.sweep.spec import GRID_KEYS, SweepError, load_sweep, parse_grid_override
+from harness.signals import latch_stop_signals
+from harness.sweep.scheduler import RESULT_PREFIX, run_sweep, warn_damaged
+from harness.sweep.spec import (
+    GRID_KEYS,
+    MAX_CELLS,
+    SweepError,
+    load_sweep,
+    parse_grid_override,
+)
 from harness.sweep.store import completed_runs, find_completed, resumable_run
 
 
@@ -53,6 +61,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run interrupted cells afresh instead of continuing them from their checkpoint",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help=f"run a grid of more than {MAX_CELLS} cells",
+    )
+    parser.add_argument(
+        "--trust-legacy-checkpoints",
+        action="store_true",
+        help="continue interrupted runs whose checkpoints are unsigned pickles of an "
+        "earlier harness version (see docs/trust.md); without it they run afresh",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -60,7 +79,12 @@ def run(args: argparse.Namespace) -> int:
     """``harness sweep``: 0 when every cell is completed, 1 when some failed."""
     try:
         grid = dict(parse_grid_override(text) for text in args.grid)
-        sweep = load_sweep(args.file, extra_set=args.overrides, grid_override=grid)
+        sweep = load_sweep(
+            args.file,
+            extra_set=args.overrides,
+            grid_override=grid,
+            max_cells=None if args.force else MAX_CELLS,
+        )
     except SweepError as error:
         raise UsageError(str(error)) from None
     if args.jobs is not None and args.jobs < 1:
@@ -68,10 +92,11 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else sweep.jobs
     runs_dir = Path(args.runs_dir)
     check_runs_dir(runs_dir)
+    print(f"sweep {sweep.name}: {len(sweep.cells)} cells", flush=True)
     if args.dry_run:
-        done = completed_runs(runs_dir)
+        done = completed_runs(runs_dir, warn_damaged)
         for cell in sweep.cells:
-            existing = find_completed(cell, done)
+            existing = find_completed(cell, done, warn_damaged)
             if existing is not None:
                 state = f"skip (run {existing})"
             else:
@@ -87,8 +112,14 @@ def run(args: argparse.Namespace) -> int:
             f"wall-clock figures of these runs share cores",
             file=sys.stderr,
         )
+    ensure_checkpoint_key()  # once here rather than failing in every cell
     result = run_sweep(
-        sweep, runs_dir, jobs, progress=not args.no_progress, resume=not args.no_resume
+        sweep,
+        runs_dir,
+        jobs,
+        progress=not args.no_progress,
+        resume=not args.no_resume,
+        trust_legacy=args.trust_legacy_checkpoints,
     )
     skipped = result.count("skipped")
     ran_ok = result.count("ran", "COMPLETED")
@@ -111,6 +142,7 @@ def cell_main(argv: list[str]) -> int:
     parser.add_argument("--cell", required=True, help="JSON file with a completed run config")
     parser.add_argument("--runs-dir", required=True)
     args = parser.parse_args(argv)
+    latch_stop_signals()  # a stop (the sweep stopping its cells) interrupts once resumable
     from harness.experiment import make_observer, start_run
 
     config = json.loads(Path(args.cell).read_text(encoding="utf-8"))

@@ -178,6 +178,7 @@ def resume_cell(
     log_dir: Path,
     children: _Children | None = None,
     python: str = sys.executable,
+    trust_legacy: bool = False,
 ) -> CellOutcome | None:
     """Continue an interrupted run of this cell with ``harness resume``.
 
@@ -186,6 +187,8 @@ def resume_cell(
     """
     log_path = _log_path(log_dir, cell)
     command = [python, "-m", "harness.cli", "resume", str(run_dir), "--no-progress"]
+    if trust_legacy:
+        command.append("--trust-legacy-checkpoint")
     returncode, output = _run_logged(command, log_path, f"resume {cell.label}", children)
     if returncode == 2:
         return None
@@ -196,6 +199,11 @@ def resume_cell(
     return CellOutcome(cell, "resumed", status, run_dir.name, log_path, detail)
 
 
+def warn_damaged(path: Path, reason: str) -> None:
+    """One line for a damaged run directory a sweep passes over (its cell runs again)."""
+    print(f"harness: warning: skipping damaged run directory {path}: {reason}", file=sys.stderr)
+
+
 def run_sweep(
     sweep: Sweep,
     runs_dir: Path,
@@ -204,6 +212,7 @@ def run_sweep(
     echo: Callable[[str], None] | None = None,
     python: str = sys.executable,
     resume: bool = True,
+    trust_legacy: bool = False,
 ) -> SweepResult:
     """Run every cell not yet completed in ``runs_dir``; ``jobs`` cells at once.
 
@@ -215,11 +224,11 @@ def run_sweep(
 
     runs_dir.mkdir(parents=True, exist_ok=True)
     log_dir = runs_dir / BOOKKEEPING_DIR / sweep.name / "logs"
-    done = completed_runs(runs_dir)
+    done = completed_runs(runs_dir, warn_damaged)
     outcomes: dict[int, CellOutcome] = {}
     todo: list[Cell] = []
     for cell in sweep.cells:
-        existing = find_completed(cell, done)
+        existing = find_completed(cell, done, warn_damaged)
         if existing is not None:
             outcomes[cell.index] = CellOutcome(cell, "skipped", "COMPLETED", existing)
         else:
@@ -246,7 +255,7 @@ def run_sweep(
                 return CellOutcome(cell, "skipped", "COMPLETED", again)
             interrupted = resumable_run(runs_dir, cell) if resume else None
             if interrupted is not None:
-                outcome = resume_cell(cell, interrupted, log_dir, children, python)
+                outcome = resume_cell(cell, interrupted, log_dir, children, python, trust_legacy)
                 if outcome is not None:
                     return outcome
             return run_cell(cell, runs_dir, log_dir, children, python)

@@ -9,6 +9,7 @@ anything runs.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,10 +84,16 @@ def _string_list(value: Any, where: str, path: Path) -> list[str]:
     return list(value)
 
 
+#: Where a key misplaced at the top level of a sweep file belongs.
+NESTED_HOMES = {**dict.fromkeys(GRID_KEYS, "grid"), **dict.fromkeys(BUDGET_KEYS, "budget")}
+
+
 def _check_keys(data: dict[str, Any], known: tuple[str, ...], where: str, path: Path) -> None:
     for key in data:
         if key not in known:
-            raise SweepError(f"{path}: unknown key {where}{key!r}; known: {', '.join(known)}")
+            home = NESTED_HOMES.get(key) if not where else None
+            hint = f"; did you mean {home}.{key}?" if home else ""
+            raise SweepError(f"{path}: unknown key {where}{key!r}{hint}; known: {', '.join(known)}")
 
 
 def build_cell_config(
@@ -162,10 +169,16 @@ def parse_grid_override(text: str) -> tuple[str, list[Any]]:
     return key, values
 
 
+#: Cells a sweep may have without ``--force``: past it, building and validating every
+#: cell's config alone takes minutes, and a grid that large is more likely a typo.
+MAX_CELLS = 5000
+
+
 def load_sweep(
     path: str | Path,
     extra_set: list[str] | None = None,
     grid_override: dict[str, list[Any]] | None = None,
+    max_cells: int | None = MAX_CELLS,
 ) -> Sweep:
     """Parse and validate a sweep file; raise :class:`SweepError` (one line) on bad input.
 
@@ -221,6 +234,12 @@ def load_sweep(
         except UnknownAlgorithmError as error:
             raise SweepError(f"{path}: overrides.{algo}: {error}") from None
     description = data.get("description") or ""
+    combinations = math.prod(len(values) for values in axes.values())
+    if max_cells is not None and combinations > max_cells:
+        raise SweepError(
+            f"{path}: the grid has {combinations} cells, more than {max_cells}; "
+            "pass --force to run them all"
+        )
 
     cells: list[Cell] = []
     # Seeds outermost: a partly finished sweep already holds whole comparisons.
