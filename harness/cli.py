@@ -140,6 +140,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs_dir = Path(args.runs_dir)
     check_runs_dir(runs_dir)
     check_run_resources(config, allow_oversubscribe=args.oversubscribe)
+    from harness.runner import check_noise_table_fits
+
+    try:
+        check_noise_table_fits(config)
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
     if config["backend"] == "ray":
         check_ray_address(config.get("ray_address"))
     from harness.checkpoint import ensure_checkpoint_key

@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import difflib
 import json
+import math
 import os
 import types
 import typing
@@ -201,6 +202,8 @@ def validate_params(params: dict[str, Any], params_type: type, where: str) -> An
             hint = f"; did you mean: {', '.join(close)}?" if close else ""
             raise ConfigError(f"unknown key {key!r} in {where}{hint}")
         checked[key] = coerce(key, value, types_[key])
+        if isinstance(checked[key], float) and not math.isfinite(checked[key]):
+            raise ConfigError(f"{key} must be a finite number, got {checked[key]!r}")
     instance = params_type(**checked)
     validate = getattr(instance, "validate", None)
     if validate is not None:
@@ -310,6 +313,10 @@ def check_knob(knob: Knob, value: Any) -> None:
     if knob.type is int and (isinstance(value, bool) or not isinstance(value, int)):
         what = "a positive integer" if knob.least == 1 else "an integer"
         raise ConfigError(f"{knob.name} must be {what}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{knob.name} must be a finite number, got {value!r}")
+    if knob.most is not None and isinstance(value, (int, float)) and value > knob.most:
+        raise ConfigError(f"{knob.name} must be at most {knob.most}, got {value!r}")
     if knob.least is not None and (value <= knob.least if knob.positive else value < knob.least):
         if knob.positive or knob.least == 1:
             least = "positive" if knob.type is not int else "a positive integer"

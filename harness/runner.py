@@ -71,7 +71,7 @@ from harness.checkpoint import (
     remove_stale_temporaries,
     write_checkpoint_payload,
 )
-from harness.config import validate_params
+from harness.config import ConfigError, validate_params
 from harness.cputime import CpuMeter
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 from harness.signals import interrupt_on_stop_signals, take_latched
@@ -246,10 +246,9 @@ def create_algorithm(algo_cls: type[Algorithm], context: RunContext, config: Any
         raise
 
 
-def build_algorithm(config: dict[str, Any]) -> Algorithm:
-    """Instantiate the configured algorithm with its workers."""
-    algo_cls = get_algorithm(config["algo"])
-    context = RunContext(
+def build_context(config: dict[str, Any]) -> RunContext:
+    """The run context a config describes (its policy sized for the env: one env is made)."""
+    return RunContext(
         env_name=config["env"],
         policy_spec=build_policy_spec(config),
         seed=int(config["seed"]),
@@ -262,8 +261,34 @@ def build_algorithm(config: dict[str, Any]) -> Algorithm:
         fail_on_env_error=bool(config.get("fail_on_env_error", True)),
         reward_transform=str(config.get("reward_transform") or "none"),
     )
+
+
+def build_algorithm(config: dict[str, Any]) -> Algorithm:
+    """Instantiate the configured algorithm with its workers."""
+    algo_cls = get_algorithm(config["algo"])
+    context = build_context(config)
     params = validate_params(config["params"], algo_cls.Config, f"params of {config['algo']}")
     return create_algorithm(algo_cls, context, params)
+
+
+def check_noise_table_fits(config: dict[str, Any]) -> None:
+    """Refuse (:class:`ConfigError`) a noise table too small for one perturbation of the policy.
+
+    Checked before a run starts, so the value is named and nothing is written; the
+    algorithm would otherwise fail at its first generation.
+    """
+    algo_cls = get_algorithm(config["algo"])
+    if algo_cls.family != "es":
+        return
+    context = build_context(config)
+    params = validate_params(config["params"], algo_cls.Config, f"params of {config['algo']}")
+    spec = algo_cls.noise_spec_for(context, params)
+    dim = context.policy_spec.num_params
+    if spec is not None and spec.size < dim:
+        raise ConfigError(
+            f"noise_size {spec.size} is smaller than the policy's {dim} parameters "
+            "(one perturbation is a slice of that many floats)"
+        )
 
 
 def process_started_at() -> float:
