@@ -5,11 +5,11 @@ is a one-line header followed by a payload::
 
     es-harness-checkpoint 2 ENCODING SHA256 HMAC
 
-``ENCODING`` is ``arrays`` or ``pickle``. An ``arrays`` payload is a numpy
-``.npz`` archive read with pickling off: the state's arrays (float32 centre,
-optimizer moments, RNG key arrays...) as entries and its structure (dicts,
-lists, ints, floats, strings, tuples) as one JSON entry, so reading it runs no
-code. A state holding objects with no such form (a pycma or Nevergrad
+``ENCODING`` is ``arrays`` or ``pickle``. An ``arrays`` payload is the
+state's structure (dicts, lists, ints, floats, strings, tuples) as JSON, then
+the raw bytes of its arrays (float32 centre, optimizer moments, RNG key
+arrays...), each named by a numpy dtype string and a shape, so reading it runs
+no code. A state holding objects with no such form (a pycma or Nevergrad
 optimizer, stable-baselines3's normalisation statistics) is a ``pickle``
 payload. Both restore exactly what was saved: dtypes, numpy scalar types and
 tuples come back as they were, so a resume stays bitwise.
@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import io
 import json
 import os
 import pickle
@@ -67,7 +66,6 @@ ARRAYS, PICKLE = "arrays", "pickle"
 _TEMP_PREFIX = rundir.CHECKPOINT_TEMP_PREFIX
 #: Marks a tagged value in an ``arrays`` payload's JSON structure.
 _TAG = "__checkpoint__"
-_STRUCTURE = "__structure__"
 _KEY_BYTES = 32
 
 
@@ -165,72 +163,94 @@ class _NotArrays(TypeError):
     """A value with no arrays-and-JSON form (the state is pickled instead)."""
 
 
-def _to_structure(value: Any, arrays: dict[str, np.ndarray]) -> Any:
-    """``value`` as JSON-ready structure; its arrays, numpy scalars and bytes go to ``arrays``."""
+class _ArrayWriter:
+    """Collects the raw bytes of a state's arrays; JSON nodes point into them by offset."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def add(self, data: bytes) -> int:
+        offset = self.size
+        self.chunks.append(data)
+        self.size += len(data)
+        return offset
+
+
+def _to_structure(value: Any, blob: _ArrayWriter) -> Any:
+    """``value`` as JSON-ready structure; its arrays, numpy scalars and bytes go to ``blob``."""
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
     if kind is np.ndarray or isinstance(value, np.generic):
-        array = np.asarray(value)
-        if array.dtype.hasobject:
-            raise _NotArrays("object array")
-        name = f"a{len(arrays)}"
-        arrays[name] = array
-        return {_TAG: "array" if kind is np.ndarray else "scalar", "name": name}
+        array = np.asarray(value)  # tobytes() below is C order whatever the strides
+        if array.dtype.hasobject or array.dtype.kind == "V":
+            raise _NotArrays(f"array of {array.dtype}")
+        return {
+            _TAG: "array" if kind is np.ndarray else "scalar",
+            "dtype": array.dtype.str,
+            "shape": list(array.shape),
+            "offset": blob.add(array.tobytes()),
+        }
     if kind is bytes:
-        name = f"a{len(arrays)}"
-        arrays[name] = np.frombuffer(value, dtype=np.uint8)
-        return {_TAG: "bytes", "name": name}
+        return {_TAG: "bytes", "offset": blob.add(value), "size": len(value)}
     if kind is list:
-        return [_to_structure(item, arrays) for item in value]
+        return [_to_structure(item, blob) for item in value]
     if kind is tuple:
-        return {_TAG: "tuple", "items": [_to_structure(item, arrays) for item in value]}
+        return {_TAG: "tuple", "items": [_to_structure(item, blob) for item in value]}
     if kind is dict:
         if not all(type(key) is str for key in value) or _TAG in value:
             raise _NotArrays("dict keys")
-        return {key: _to_structure(item, arrays) for key, item in value.items()}
+        return {key: _to_structure(item, blob) for key, item in value.items()}
     raise _NotArrays(kind.__name__)
 
 
-def _from_structure(node: Any, arrays: Any) -> Any:
+def _from_structure(node: Any, blob: bytes) -> Any:
     if isinstance(node, list):
-        return [_from_structure(item, arrays) for item in node]
+        return [_from_structure(item, blob) for item in node]
     if not isinstance(node, dict):
         return node
     tag = node.get(_TAG)
     if tag is None:
-        return {key: _from_structure(item, arrays) for key, item in node.items()}
+        return {key: _from_structure(item, blob) for key, item in node.items()}
     if tag == "tuple":
-        return tuple(_from_structure(item, arrays) for item in node["items"])
-    array = arrays[node["name"]]
+        return tuple(_from_structure(item, blob) for item in node["items"])
+    offset = int(node["offset"])
+    if tag == "bytes":
+        return blob[offset : offset + int(node["size"])]
+    dtype = np.dtype(node["dtype"])
+    if dtype.hasobject or dtype.kind == "V":  # a numpy dtype string never names code
+        raise ValueError(f"dtype {node['dtype']!r} is not allowed")
+    shape = tuple(int(n) for n in node["shape"])
+    count = int(np.prod(shape, dtype=np.int64))
+    array = np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
     if tag == "array":
         return array
     if tag == "scalar":
         return array[()]
-    if tag == "bytes":
-        return array.tobytes()
     raise ValueError(f"unknown tag {tag!r}")
 
 
 def encode_state(state: dict[str, Any]) -> EncodedState:
-    """Freeze a state in bytes: arrays plus JSON where it has that form, else a pickle."""
-    arrays: dict[str, np.ndarray] = {}
+    """Freeze a state in bytes: arrays plus JSON where it has that form, else a pickle.
+
+    An ``arrays`` payload is the JSON structure's length (8 bytes, little-endian),
+    the structure, then the arrays' raw bytes, which its nodes locate by offset,
+    dtype string and shape.
+    """
+    blob = _ArrayWriter()
     try:
-        structure = _to_structure(state, arrays)
+        structure = _to_structure(state, blob)
     except _NotArrays:
         return EncodedState(PICKLE, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
     text = json.dumps(structure, separators=(",", ":")).encode("utf-8")
-    buffer = io.BytesIO()
-    entries: dict[str, Any] = {_STRUCTURE: np.frombuffer(text, dtype=np.uint8), **arrays}
-    np.savez(buffer, **entries)
-    return EncodedState(ARRAYS, buffer.getvalue())
+    return EncodedState(ARRAYS, b"".join([len(text).to_bytes(8, "little"), text, *blob.chunks]))
 
 
 def _decode_arrays(payload: bytes) -> Any:
-    with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
-        structure = json.loads(archive[_STRUCTURE].tobytes().decode("utf-8"))
-        arrays = {name: archive[name] for name in archive.files if name != _STRUCTURE}
-    return _from_structure(structure, arrays)
+    length = int.from_bytes(payload[:8], "little")
+    structure = json.loads(payload[8 : 8 + length].decode("utf-8"))
+    return _from_structure(structure, payload[8 + length :])
 
 
 # -- files ----------------------------------------------------------------------------------

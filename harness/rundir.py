@@ -20,8 +20,9 @@ A run is a Sacred ``FileStorageObserver`` directory ``RUNS_DIR/<id>/``:
 ``cout.txt`` (:data:`COUT`)
     the captured output.
 ``checkpoint.pkl`` (:data:`CHECKPOINT`)
-    the last checkpoint (format in :mod:`harness.checkpoint`), replaced
-    atomically through temporaries named ``.checkpoint-*``.
+    the last checkpoint (format in :mod:`harness.checkpoint`: signed with the
+    user's key; arrays and JSON, or a pickle), replaced atomically through
+    temporaries named ``.checkpoint-*``.
 ``.run.lock`` (:data:`LOCK`)
     the liveness lock: an ``flock`` held by the process running the run, which
     the kernel drops when that process dies (SIGKILL included); the file holds

@@ -225,6 +225,11 @@ SWEEP_CASES = [
     ("binary", "name: a\udcff\n", ["not a text file"]),
     ("million-cells", _million_cells(), ["1000000 cells", "--force"]),
     (
+        "workers-far-above-cpus",
+        "name: a\ngrid: {algo: [optimes], env: [CartPole], workers: [100000]}\n",
+        ["workers 100000", "--oversubscribe"],
+    ),
+    (
         "seed-too-large",
         "name: a\ngrid: {algo: [optimes], env: [CartPole], seed: [4294967296]}\n",
         ["seed", "4294967296"],

@@ -10,7 +10,12 @@ import sys
 from pathlib import Path
 
 from harness.checkpoint import ensure_checkpoint_key
-from harness.commands import UsageError, check_runs_dir
+from harness.commands import (
+    OVERSUBSCRIBE_FACTOR,
+    UsageError,
+    check_run_resources,
+    check_runs_dir,
+)
 from harness.signals import latch_stop_signals
 from harness.sweep.scheduler import RESULT_PREFIX, run_sweep, warn_damaged
 from harness.sweep.spec import (
@@ -67,6 +72,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"run a grid of more than {MAX_CELLS} cells",
     )
     parser.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help=f"allow cells with more workers than {OVERSUBSCRIBE_FACTOR}x this machine's CPUs",
+    )
+    parser.add_argument(
         "--trust-legacy-checkpoints",
         action="store_true",
         help="continue interrupted runs whose checkpoints are unsigned pickles of an "
@@ -92,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else sweep.jobs
     runs_dir = Path(args.runs_dir)
     check_runs_dir(runs_dir)
+    for cell in sweep.cells:
+        try:
+            check_run_resources(cell.config, allow_oversubscribe=args.oversubscribe)
+        except UsageError as error:
+            raise UsageError(f"{args.file}: cell {cell.label}: {error}") from None
     print(f"sweep {sweep.name}: {len(sweep.cells)} cells", flush=True)
     if args.dry_run:
         done = completed_runs(runs_dir, warn_damaged)
