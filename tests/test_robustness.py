@@ -182,6 +182,7 @@ def test_an_undecodable_byte_damages_one_run_not_the_runs_directory(tmp_path: Pa
 
 def _start(runs: Path, *extra: str, ignore_sigint: bool = False) -> subprocess.Popen[str]:
     env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)  # a local Ray instance of its own
 
     def background() -> None:  # what a shell does to a job started with `&`
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -231,6 +232,22 @@ def test_a_stop_signal_at_start_up_leaves_a_resumable_run(
     resumed = read_run(run_dir)
     assert resumed["run"]["status"] == "COMPLETED"
     assert _deterministic(resumed["metrics"], read_run(reference / "1")["metrics"]) == []
+
+
+def test_sigterm_while_ray_starts_leaves_an_interrupted_resumable_run(tmp_path: Path) -> None:
+    """``ray.init`` takes seconds; a SIGTERM in them used to record FAILED."""
+    runs = tmp_path / "runs"
+    budget = ("--generations", "3", "--backend", "ray", "--workers", "1")
+    proc = _start(runs, *budget)
+    _wait_for_record(runs, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, (out, err)
+    run_dir = runs / "1"
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "INTERRUPTED", err
+    assert load_checkpoint(run_dir / "checkpoint.pkl")["progress"]["step"] == 0
+    harness_cli("resume", str(run_dir), "--no-progress", timeout=300)
+    assert read_run(run_dir)["run"]["status"] == "COMPLETED"
 
 
 # -- 5. a planted checkpoint ----------------------------------------------------------------
