@@ -394,3 +394,32 @@ def test_a_flipped_bit_and_a_foreign_key_are_told_apart(tmp_path: Path) -> None:
         [sys.executable, "-c", check, str(path)], env=env, cwd=ROOT, capture_output=True, text=True
     ).stdout
     assert "was not written with this user's checkpoint key" in out, out
+
+
+def test_sb3_checkpoints_hold_arrays_and_restore_as_the_state_itself(tmp_path: Path) -> None:
+    """PPO's checkpoint: SB3's own ``model.save`` zip, RNG states and normalisation as arrays."""
+    from tests.test_baselines import _sb3
+
+    params = {"n_steps": 64, "batch_size": 32, "n_epochs": 1, "normalize": True}
+    algorithm, direct, through_file = (_sb3("ppo", **params) for _ in range(3))
+    try:
+        algorithm.step()  # type: ignore[attr-defined]
+        state = algorithm.state_dict()  # type: ignore[attr-defined]
+        path = tmp_path / "checkpoint.pkl"
+        save_checkpoint(path, state)
+        assert path.read_bytes().split(b" ")[2] == b"arrays"
+        direct.load_state_dict(state)  # type: ignore[attr-defined]
+        through_file.load_state_dict(load_checkpoint(path))  # type: ignore[attr-defined]
+        for restored in (direct, through_file):
+            restored.step()  # type: ignore[attr-defined]
+        np.testing.assert_array_equal(
+            direct.current_parameters(),  # type: ignore[attr-defined]
+            through_file.current_parameters(),  # type: ignore[attr-defined]
+        )
+        np.testing.assert_array_equal(
+            direct.vec_env.obs_rms.var,  # type: ignore[attr-defined]
+            through_file.vec_env.obs_rms.var,  # type: ignore[attr-defined]
+        )
+    finally:
+        for each in (algorithm, direct, through_file):
+            each.close()  # type: ignore[attr-defined]
