@@ -317,6 +317,8 @@ def test_a_planted_checkpoint_is_refused_before_it_is_unpickled(
 
     swept = harness_cli("sweep", str(sweep), "--runs-dir", str(runs), "--no-progress")
     assert "1 ran, 0 resumed" in swept.stdout, swept.stdout  # afresh, as a new run
+    said = swept.stdout + swept.stderr
+    assert "run 1 not resumed" in said and "checkpoint.pkl" in said, said
     assert not marker.exists()
     assert read_run(runs / "2")["run"]["status"] == "COMPLETED"
 

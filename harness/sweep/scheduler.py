@@ -29,6 +29,8 @@ BOOKKEEPING_DIR = "_sweeps"
 
 
 RESULT_PREFIX = "harness-sweep-cell:"
+#: Status of a resume that ``harness resume`` refused (the cell then runs afresh).
+REFUSED = "REFUSED"
 
 
 @contextlib.contextmanager
@@ -179,11 +181,12 @@ def resume_cell(
     children: _Children | None = None,
     python: str = sys.executable,
     trust_legacy: bool = False,
-) -> CellOutcome | None:
+) -> CellOutcome:
     """Continue an interrupted run of this cell with ``harness resume``.
 
-    None when ``harness resume`` refuses it (a usage error: a damaged
-    checkpoint, say); the caller then runs the cell afresh.
+    Status ``REFUSED`` when ``harness resume`` refuses it (a usage error: a
+    damaged, planted or unsigned checkpoint, say; ``detail`` is its line); the
+    caller then runs the cell afresh.
     """
     log_path = _log_path(log_dir, cell)
     command = [python, "-m", "harness.cli", "resume", str(run_dir), "--no-progress"]
@@ -191,7 +194,9 @@ def resume_cell(
         command.append("--trust-legacy-checkpoint")
     returncode, output = _run_logged(command, log_path, f"resume {cell.label}", children)
     if returncode == 2:
-        return None
+        refusal = [line for line in output.splitlines() if line.startswith("harness: error:")]
+        reason = refusal[-1].removeprefix("harness: error:").strip() if refusal else _tail(output)
+        return CellOutcome(cell, "resumed", REFUSED, run_dir.name, log_path, reason)
     status = rundir.read_status(run_dir) or "CRASHED"
     if returncode != 0 and status in ("COMPLETED", "RUNNING"):
         status = "CRASHED"
@@ -256,8 +261,12 @@ def run_sweep(
             interrupted = resumable_run(runs_dir, cell) if resume else None
             if interrupted is not None:
                 outcome = resume_cell(cell, interrupted, log_dir, children, python, trust_legacy)
-                if outcome is not None:
+                if outcome.status != REFUSED:
                     return outcome
+                say(
+                    f"harness: warning: cell {cell.index} {cell.label}: run {outcome.run_id} "
+                    f"not resumed ({outcome.detail}); running the cell afresh"
+                )
             return run_cell(cell, runs_dir, log_dir, children, python)
 
     interrupt_on_stop_signals()  # kill stops the cells first, as Ctrl-C does
