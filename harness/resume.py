@@ -15,6 +15,11 @@ RUNNING run whose lock is free is known to be dead; a run still holding it is
 refused. A run recorded RUNNING by another host with a heartbeat younger than
 two minutes is refused unless ``--force``.
 
+Which checkpoints are read: those signed with this user's checkpoint key
+(:mod:`harness.checkpoint`, docs/trust.md); anything else (damaged, planted,
+another user's) is refused before it is decoded. Unsigned checkpoints of
+earlier versions need ``--trust-legacy-checkpoint`` once.
+
 Budget flags set the budget in force from here on (totals, as for ``harness
 run``; the others are dropped), so they also extend a COMPLETED run. When a
 run ended with an evaluation made only because its budget ran out, that

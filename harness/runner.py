@@ -8,9 +8,13 @@ bytes. Every ``checkpoint_every`` steps, after any step that ends
 k = 5 on Ant, would otherwise go a whole run between checkpoints), and at the
 end, that snapshot is written atomically to ``checkpoint.pkl`` after the
 metrics logged so far are flushed to ``metrics.json``, so the metrics on disk
-always reach at least the checkpoint's step. Ctrl-C (SIGINT) and ``kill``
-(SIGTERM, :mod:`harness.signals`) interrupt at once; the last commit is
-written (the partial step is dropped) and Sacred records INTERRUPTED. A
+always reach at least the checkpoint's step. A write of the record that fails
+(a full disk: :class:`harness.rundir.RecordWriteError`) fails the run at once,
+before any later checkpoint, so a resume once space is free leaves no gap.
+Ctrl-C (SIGINT) and ``kill`` (SIGTERM, :mod:`harness.signals`) interrupt at
+once; the last commit is written (the partial step is dropped) and Sacred
+records INTERRUPTED. One that arrives during start-up is latched by the
+command and acted on right after the step-0 checkpoint. A
 killed head (SIGKILL) leaves the last periodic checkpoint. ``harness resume``
 loads either, drops the metrics logged after it and re-does those steps, which
 for the ES family gives the same numbers as an uninterrupted run.
