@@ -346,8 +346,6 @@ class RunStorageObserver(FileStorageObserver):
             return
         entry.update(fields)
         path = self._path(rundir.RUN)
-        with contextlib.suppress(OSError):
-            super().save_cout()
         try:
             self.save_json(entry, rundir.RUN)
             return
