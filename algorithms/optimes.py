@@ -38,6 +38,7 @@ where this module divides by the 2b kept candidates, so ``learning_rate = 2 alph
 from __future__ import annotations
 
 import copy
+import math
 import time
 import zlib
 from dataclasses import asdict, dataclass
@@ -356,8 +357,12 @@ class OptimESConfig:
         """Raise ValueError naming the first bad value."""
         if self.population < 2 or self.population % 2:
             raise ValueError(f"population must be an even number >= 2, got {self.population}")
-        if self.sigma <= 0:
-            raise ValueError(f"sigma must be positive, got {self.sigma}")
+        if not 0 < self.sigma < math.inf:
+            raise ValueError(f"sigma must be a positive finite number, got {self.sigma}")
+        if not 0 < self.learning_rate < math.inf:
+            raise ValueError(
+                f"learning_rate must be a positive finite number, got {self.learning_rate}"
+            )
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
         if not 0 <= self.top_directions <= self.population // 2:

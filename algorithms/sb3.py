@@ -215,7 +215,19 @@ class PrivateGlobalRNGs:
 
         random.setstate(states["python"])
         np.random.set_state(states["numpy"])
-        torch.set_rng_state(states["torch"])
+        torch_state = states["torch"]
+        if isinstance(torch_state, np.ndarray):  # as checkpoints hold it (plain_states)
+            torch_state = torch.from_numpy(torch_state.copy())
+        torch.set_rng_state(torch_state)
+
+    def plain_states(self) -> dict[str, Any] | None:
+        """The states with torch's as a numpy array: a checkpoint of arrays, no pickle."""
+        if self.states is None:
+            return None
+        torch_state = self.states["torch"]
+        if not isinstance(torch_state, np.ndarray):
+            torch_state = torch_state.numpy().copy()
+        return {**self.states, "torch": torch_state}
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -228,6 +240,22 @@ class PrivateGlobalRNGs:
         finally:
             self.states = self._capture()
             self._restore(saved)
+
+
+def _rms_state(rms: Any) -> dict[str, Any]:
+    """SB3's ``RunningMeanStd`` as arrays (checkpoints hold no pickled objects)."""
+    return {"mean": np.asarray(rms.mean), "var": np.asarray(rms.var), "count": rms.count}
+
+
+def _rms(state: Any) -> Any:
+    """Inverse of :func:`_rms_state`; checkpoints of earlier versions hold the object itself."""
+    if not isinstance(state, dict):
+        return state
+    from stable_baselines3.common.running_mean_std import RunningMeanStd
+
+    rms = RunningMeanStd(shape=np.shape(state["mean"]))
+    rms.mean, rms.var, rms.count = state["mean"], state["var"], state["count"]
+    return rms
 
 
 def _episode_collector() -> Any:
@@ -532,12 +560,14 @@ class SB3Algorithm(Algorithm):
         self.model.save(buffer)
         return {
             "model": buffer.getvalue(),
-            "rngs": self.rngs.states,
+            "rngs": self.rngs.plain_states(),
             "chunks": self.chunks,
             "num_timesteps": int(self.model.num_timesteps),
             "config": asdict(self.config),
             "normalization": (
-                (self.vec_env.obs_rms, self.vec_env.ret_rms) if self.config.normalize else None
+                [_rms_state(self.vec_env.obs_rms), _rms_state(self.vec_env.ret_rms)]
+                if self.config.normalize
+                else None
             ),
         }
 
@@ -554,7 +584,8 @@ class SB3Algorithm(Algorithm):
         self.model.schedule_timesteps = self.config.learning_rate_decay_timesteps
         self._quiet_logger()
         if state.get("normalization") is not None:
-            self.vec_env.obs_rms, self.vec_env.ret_rms = copy.deepcopy(state["normalization"])
+            obs_rms, ret_rms = copy.deepcopy(state["normalization"])
+            self.vec_env.obs_rms, self.vec_env.ret_rms = _rms(obs_rms), _rms(ret_rms)
         self.chunks = int(state["chunks"])
         # The envs' in-flight episodes are lost: restart them from seeds of this point in time.
         rng = stream_rng(self.context.seed, STREAM_RESUME_ENVS, int(state["num_timesteps"]))

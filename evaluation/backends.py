@@ -23,10 +23,12 @@ import contextlib
 import logging
 import math
 import multiprocessing as mp
+import signal
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -47,6 +49,29 @@ log = logging.getLogger(__name__)
 
 Target = Broadcast | ReplicaRef
 Snapshot = Callable[[], Replica]
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT in this block: child processes started in it inherit "ignore".
+
+    Ctrl-C in a terminal goes to the whole foreground process group. Spawned
+    workers keep an ignored disposition across ``exec`` (Python installs its
+    KeyboardInterrupt handler only where SIGINT is not ignored), so Ctrl-C
+    reaches only the head, which stops them cleanly: no worker tracebacks. The
+    window is kept to the process creation itself: the head's own handler is
+    back as soon as the children exist.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 class WorkerLostError(RuntimeError):
@@ -562,7 +587,8 @@ class ProcessEvaluator(PoolEvaluator):
             daemon=True,
             name=f"es-harness-worker-{worker_id}",
         )
-        process.start()
+        with sigint_ignored():
+            process.start()
         worker_conn.close()
         return _ProcessWorker(process, head_conn, worker_id)
 

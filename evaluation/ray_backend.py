@@ -39,7 +39,13 @@ from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, RayTa
 
 from envs.plugins import IMPORTS_ENV
 from envs.policies import PolicySpec
-from evaluation.backends import EvaluatorSettings, PoolEvaluator, PoolWorker, WorkerLostError
+from evaluation.backends import (
+    EvaluatorSettings,
+    PoolEvaluator,
+    PoolWorker,
+    WorkerLostError,
+    sigint_ignored,
+)
 from evaluation.noise import NoiseSpec, NoiseTable
 from evaluation.worker import CLOSE, TaskRunner
 
@@ -140,13 +146,14 @@ def connect(
     address = address or os.environ.get("RAY_ADDRESS") or None
     common: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address is None:
-        ray.init(
-            address="local",
-            num_cpus=num_cpus,
-            object_store_memory=max(object_store_bytes, OBJECT_STORE_MIN),
-            include_dashboard=False,
-            **common,
-        )
+        with sigint_ignored():  # Ray's own processes: Ctrl-C is the head's
+            ray.init(
+                address="local",
+                num_cpus=num_cpus,
+                object_store_memory=max(object_store_bytes, OBJECT_STORE_MIN),
+                include_dashboard=False,
+                **common,
+            )
         return True
     probe_address(address)
     runtime_env: dict[str, Any] = {}

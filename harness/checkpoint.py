@@ -1,47 +1,274 @@
-"""Checkpoints: everything a run needs to continue, written atomically.
+"""Checkpoints: everything a run needs to continue, written atomically and signed.
 
-A checkpoint file is a one-line header (magic, format version, SHA-256 of the
-payload) followed by a pickle. It is written to a temporary file in the same
-directory, flushed and fsynced, then renamed over the old one, so a reader
-(or a head killed mid-write) only ever sees the previous checkpoint or the new
-one, never half of one. A damaged file (truncated, bit-flipped, not a
-checkpoint) is reported as :class:`CheckpointError` naming the file.
+A checkpoint file (still named ``checkpoint.pkl``, the name older records use)
+is a one-line header followed by a payload::
+
+    es-harness-checkpoint 2 ENCODING SHA256 HMAC
+
+``ENCODING`` is ``arrays`` or ``pickle``. An ``arrays`` payload is the
+state's structure (dicts, lists, ints, floats, strings, tuples) as JSON, then
+the raw bytes of its arrays (float32 centre, optimizer moments, RNG key
+arrays...), each named by a numpy dtype string and a shape, so reading it runs
+no code. A state holding objects with no such form (a pycma or Nevergrad
+optimizer, stable-baselines3's normalisation statistics) is a ``pickle``
+payload. Both restore exactly what was saved: dtypes, numpy scalar types and
+tuples come back as they were, so a resume stays bitwise.
+
+``SHA256`` is the payload's digest: a mismatch means damage (truncated,
+bit-flipped). ``HMAC`` is HMAC-SHA256 of the payload keyed by the user's
+checkpoint key (:func:`key_path`: a file created with mode 0600 on the first
+write), so it tells *authorship*: a file this user's harness did not write
+(a planted pickle with a recomputed digest) is refused before a byte of its
+payload is decoded. Pickled bytes the algorithms keep inside their state
+(pycma's optimizer, SB3's ``model.save`` zip) sit under the same signature.
+docs/trust.md says what is and is not protected.
+
+Format 1 files (a SHA-256 header and a pickle, written before signing
+existed) carry no authorship: they are read only when the caller passes
+``trust_legacy`` (``harness resume --trust-legacy-checkpoint``).
+
+A file is written to a temporary file in the same directory, flushed and
+fsynced, then renamed over the old one, so a reader (or a head killed
+mid-write) only ever sees the previous checkpoint or the new one. A damaged,
+foreign or unreadable file is reported as :class:`CheckpointError` naming it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
+import json
+import os
 import pickle
+import secrets
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from harness import rundir
+from harness.commands import UsageError
 from harness.rundir import atomic_write
 
 #: The checkpoint's file name in a run directory (:mod:`harness.rundir` owns the names).
 CHECKPOINT_NAME = rundir.CHECKPOINT
 #: Testing hook (``harness check-repro``): a run delivers itself a real SIGINT after this step.
 INTERRUPT_ENV = "HARNESS_INTERRUPT_AT_STEP"
+#: Where the checkpoint key lives when set (tests and CI point it at a temporary file).
+KEY_ENV = "HARNESS_CHECKPOINT_KEY_FILE"
 MAGIC = b"es-harness-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Unsigned checkpoints (SHA-256 and a pickle) of earlier versions.
+LEGACY_FORMAT = 1
+ARRAYS, PICKLE = "arrays", "pickle"
 _TEMP_PREFIX = rundir.CHECKPOINT_TEMP_PREFIX
+#: Marks a tagged value in an ``arrays`` payload's JSON structure.
+_TAG = "__checkpoint__"
+_KEY_BYTES = 32
 
 
 class CheckpointError(ValueError):
-    """A checkpoint file is missing, damaged or not a checkpoint; one line names it."""
+    """A checkpoint file is missing, damaged, foreign or not a checkpoint; one line names it."""
 
 
-def encode_state(state: dict[str, Any]) -> bytes:
-    """Serialise a state (a deep copy frozen in bytes: later mutation cannot reach it)."""
-    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+@dataclass(frozen=True)
+class EncodedState:
+    """A state frozen in bytes (later mutation of the state cannot reach it)."""
+
+    encoding: str
+    data: bytes
 
 
-def write_checkpoint_payload(path: Path, payload: bytes) -> None:
-    """Write an :func:`encode_state` payload to ``path`` atomically."""
+# -- the key ------------------------------------------------------------------------------
+
+
+def key_path() -> Path:
+    """The user's checkpoint key: ``$HARNESS_CHECKPOINT_KEY_FILE``, else under the config dir."""
+    explicit = os.environ.get(KEY_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "es-harness" / "checkpoint.key"
+
+
+def _read_key(path: Path) -> bytes:
+    text = path.read_text(encoding="ascii", errors="replace").strip()
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    if len(key) < _KEY_BYTES:
+        raise CheckpointError(
+            f"checkpoint key {path} is malformed (expected {_KEY_BYTES} hex bytes)"
+        )
+    return key
+
+
+def checkpoint_key(create: bool = False) -> bytes:
+    """The user's checkpoint key; ``create`` makes one (mode 0600) when there is none.
+
+    Two processes creating it at once agree: the key is written to a temporary
+    file and hard-linked into place, so only one of them wins and both read it.
+    """
+    path = key_path()
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        if not create:
+            raise CheckpointError(
+                f"no checkpoint key at {path}: this user has written no signed checkpoint "
+                f"here (set {KEY_ENV} to the key of the user who wrote it)"
+            ) from None
+    except OSError as error:
+        raise CheckpointError(f"cannot read checkpoint key {path}: {error.strerror}") from None
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = path.parent / f".{path.name}-{secrets.token_hex(6)}"
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(handle, "w", encoding="ascii") as stream:
+            stream.write(secrets.token_hex(_KEY_BYTES) + "\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+            os.link(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return _read_key(path)
+
+
+def ensure_checkpoint_key() -> None:
+    """Refuse (a usage error, before anything is written) a run that could not sign its
+    checkpoints."""
+    try:
+        checkpoint_key(create=True)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+    except OSError as error:
+        raise UsageError(
+            f"cannot create the checkpoint key {key_path()}: {error.strerror} "
+            f"(set {KEY_ENV} to a writable path)"
+        ) from None
+
+
+def _signature(key: bytes, payload: bytes) -> bytes:
+    return hmac.new(key, payload, hashlib.sha256).hexdigest().encode("ascii")
+
+
+# -- encoding -----------------------------------------------------------------------------
+
+
+class _NotArrays(TypeError):
+    """A value with no arrays-and-JSON form (the state is pickled instead)."""
+
+
+class _ArrayWriter:
+    """Collects the raw bytes of a state's arrays; JSON nodes point into them by offset."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def add(self, data: bytes) -> int:
+        offset = self.size
+        self.chunks.append(data)
+        self.size += len(data)
+        return offset
+
+
+def _to_structure(value: Any, blob: _ArrayWriter) -> Any:
+    """``value`` as JSON-ready structure; its arrays, numpy scalars and bytes go to ``blob``."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is np.ndarray or isinstance(value, np.generic):
+        array = np.asarray(value)  # tobytes() below is C order whatever the strides
+        if array.dtype.hasobject or array.dtype.kind == "V":
+            raise _NotArrays(f"array of {array.dtype}")
+        return {
+            _TAG: "array" if kind is np.ndarray else "scalar",
+            "dtype": array.dtype.str,
+            "shape": list(array.shape),
+            "offset": blob.add(array.tobytes()),
+        }
+    if kind is bytes:
+        return {_TAG: "bytes", "offset": blob.add(value), "size": len(value)}
+    if kind is list:
+        return [_to_structure(item, blob) for item in value]
+    if kind is tuple:
+        return {_TAG: "tuple", "items": [_to_structure(item, blob) for item in value]}
+    if kind is dict:
+        if not all(type(key) is str for key in value) or _TAG in value:
+            raise _NotArrays("dict keys")
+        return {key: _to_structure(item, blob) for key, item in value.items()}
+    raise _NotArrays(kind.__name__)
+
+
+def _from_structure(node: Any, blob: bytes) -> Any:
+    if isinstance(node, list):
+        return [_from_structure(item, blob) for item in node]
+    if not isinstance(node, dict):
+        return node
+    tag = node.get(_TAG)
+    if tag is None:
+        return {key: _from_structure(item, blob) for key, item in node.items()}
+    if tag == "tuple":
+        return tuple(_from_structure(item, blob) for item in node["items"])
+    offset = int(node["offset"])
+    if tag == "bytes":
+        return blob[offset : offset + int(node["size"])]
+    dtype = np.dtype(node["dtype"])
+    if dtype.hasobject or dtype.kind == "V":  # a numpy dtype string never names code
+        raise ValueError(f"dtype {node['dtype']!r} is not allowed")
+    shape = tuple(int(n) for n in node["shape"])
+    count = int(np.prod(shape, dtype=np.int64))
+    array = np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
+    if tag == "array":
+        return array
+    if tag == "scalar":
+        return array[()]
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+def encode_state(state: dict[str, Any]) -> EncodedState:
+    """Freeze a state in bytes: arrays plus JSON where it has that form, else a pickle.
+
+    An ``arrays`` payload is the JSON structure's length (8 bytes, little-endian),
+    the structure, then the arrays' raw bytes, which its nodes locate by offset,
+    dtype string and shape.
+    """
+    blob = _ArrayWriter()
+    try:
+        structure = _to_structure(state, blob)
+    except _NotArrays:
+        return EncodedState(PICKLE, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+    text = json.dumps(structure, separators=(",", ":")).encode("utf-8")
+    return EncodedState(ARRAYS, b"".join([len(text).to_bytes(8, "little"), text, *blob.chunks]))
+
+
+def _decode_arrays(payload: bytes) -> Any:
+    length = int.from_bytes(payload[:8], "little")
+    structure = json.loads(payload[8 : 8 + length].decode("utf-8"))
+    return _from_structure(structure, payload[8 + length :])
+
+
+# -- files ----------------------------------------------------------------------------------
+
+
+def write_checkpoint_payload(path: Path, encoded: EncodedState) -> None:
+    """Write an :func:`encode_state` result to ``path`` atomically, signed with the user's key."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    payload = encoded.data
     digest = hashlib.sha256(payload).hexdigest().encode("ascii")
-    header = b"%s %d %s\n" % (MAGIC, FORMAT_VERSION, digest)
+    signature = _signature(checkpoint_key(create=True), payload)
+    header = b"%s %d %s %s %s\n" % (
+        MAGIC,
+        FORMAT_VERSION,
+        encoded.encoding.encode("ascii"),
+        digest,
+        signature,
+    )
     atomic_write(path, [header, payload], prefix=_TEMP_PREFIX)
 
 
@@ -57,8 +284,24 @@ def remove_stale_temporaries(folder: Path) -> None:
             leftover.unlink()
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Read and verify a checkpoint written by :func:`save_checkpoint`."""
+def checkpoint_format(path: Path) -> int | None:
+    """The format version a checkpoint file declares (None: not a checkpoint, or unreadable)."""
+    try:
+        with open(path, "rb") as stream:
+            parts = stream.readline(512).split(b" ")
+    except OSError:
+        return None
+    if len(parts) < 2 or parts[0] != MAGIC or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def load_checkpoint(path: Path, trust_legacy: bool = False) -> dict[str, Any]:
+    """Read, verify and decode a checkpoint written by :func:`save_checkpoint`.
+
+    Nothing of the payload is decoded before its signature verifies with this
+    user's key; ``trust_legacy`` also reads an unsigned format-1 file.
+    """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -67,16 +310,50 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"cannot read checkpoint {path}: {error.strerror}") from None
     header, newline, payload = data.partition(b"\n")
     parts = header.split(b" ")
-    if not newline or len(parts) != 3 or parts[0] != MAGIC:
+    if not newline or len(parts) < 3 or parts[0] != MAGIC:
         raise CheckpointError(f"checkpoint {path} is damaged: not an es-harness checkpoint")
-    if parts[1] != str(FORMAT_VERSION).encode():
+    version = parts[1].decode("ascii", errors="replace")
+    if version == str(LEGACY_FORMAT) and len(parts) == 3:
+        return _load_legacy(path, parts[2], payload, trust_legacy)
+    if version != str(FORMAT_VERSION) or len(parts) != 5:
         raise CheckpointError(
-            f"checkpoint {path} has format {parts[1].decode(errors='replace')!r}; "
-            f"this version reads {FORMAT_VERSION}"
+            f"checkpoint {path} has format {version!r}; this version reads {FORMAT_VERSION}"
         )
-    if hashlib.sha256(payload).hexdigest().encode("ascii") != parts[2]:
+    encoding, digest, signature = (part.decode("ascii", errors="replace") for part in parts[2:])
+    if hashlib.sha256(payload).hexdigest() != digest:
         raise CheckpointError(
             f"checkpoint {path} is damaged: checksum mismatch ({len(data)} bytes)"
+        )
+    key = checkpoint_key(create=False)
+    if not hmac.compare_digest(_signature(key, payload), signature.encode("ascii")):
+        raise CheckpointError(
+            f"checkpoint {path} was not written with this user's checkpoint key "
+            f"({key_path()}): refused unread (planted, or from another user or machine)"
+        )
+    try:
+        if encoding == ARRAYS:
+            state = _decode_arrays(payload)
+        elif encoding == PICKLE:
+            state = pickle.loads(payload)
+        else:
+            raise ValueError(f"unknown encoding {encoding!r}")
+    except Exception as error:  # a signed file this code cannot read: another code version
+        raise CheckpointError(f"checkpoint {path} cannot be read: {error}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path} is damaged: unexpected content")
+    return state
+
+
+def _load_legacy(path: Path, digest: bytes, payload: bytes, trust_legacy: bool) -> dict[str, Any]:
+    if not trust_legacy:
+        raise CheckpointError(
+            f"checkpoint {path} is an unsigned pickle of an earlier version (format "
+            f"{LEGACY_FORMAT}): reading it could run code; if you wrote it, resume it once "
+            "with --trust-legacy-checkpoint (its next checkpoint is signed)"
+        )
+    if hashlib.sha256(payload).hexdigest().encode("ascii") != digest:
+        raise CheckpointError(
+            f"checkpoint {path} is damaged: checksum mismatch ({len(payload)} bytes)"
         )
     try:
         state = pickle.loads(payload)

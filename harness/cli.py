@@ -15,13 +15,16 @@ from harness import schema
 from harness.commands import (
     ERROR_PREFIX,
     EXIT_USAGE,
+    OVERSUBSCRIBE_FACTOR,
     OneLineErrorParser,
     UsageError,
     check_ray_address,
+    check_run_resources,
     check_runs_dir,
     print_outcome,
 )
 from harness.config import ConfigError, ResolvedConfig, build_run_config
+from harness.signals import latch_stop_signals
 
 RUN_DESCRIPTION = """\
 Train one algorithm on one env as a Sacred run (RUNS_DIR/<id>/).
@@ -125,6 +128,7 @@ def start_run(config: dict[str, Any], runs_dir: Path, verbose: bool = False) -> 
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    latch_stop_signals()  # a stop signal from here on interrupts the run once it can resume
     resolved = resolve_run_args(args)
     if args.print_config:
         print(resolved.describe())
@@ -135,19 +139,48 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ["HARNESS_PROGRESS"] = "0"
     runs_dir = Path(args.runs_dir)
     check_runs_dir(runs_dir)
+    check_run_resources(config, allow_oversubscribe=args.oversubscribe)
+    from harness.runner import check_noise_table_fits
+
+    try:
+        check_noise_table_fits(config)
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
     if config["backend"] == "ray":
         check_ray_address(config.get("ray_address"))
+    from harness.checkpoint import ensure_checkpoint_key
+
+    ensure_checkpoint_key()
     try:
         run = start_run(config, runs_dir, verbose=args.verbose)
     except Exception as error:
-        from harness.experiment import run_failure_message
+        return report_run_failure(error, runs_dir)
+    return report_outcome(run, runs_dir / str(run._id))
 
-        message = run_failure_message(error)  # None: no run started, show the traceback
-        if message is None:
-            raise
-        print(f"harness: {message}", file=sys.stderr)
+
+def report_run_failure(error: Exception, runs_dir: Path) -> int:
+    """One line for a run that could not start or failed; exit status 1."""
+    from harness.experiment import run_failure_message
+
+    message = run_failure_message(error)
+    if message is None:
+        if not isinstance(error, OSError):
+            raise error
+        # The run record itself could not be created (a full or read-only disk).
+        message = f"cannot start a run in {runs_dir}: {error.strerror or error}"
+    print(f"harness: {message}", file=sys.stderr)
+    return 1
+
+
+def report_outcome(run: Any, run_dir: Path) -> int:
+    """The finished run's lines; exit status 1 when its record could not say how it ended."""
+    from harness.experiment import unrecorded_outcome
+
+    print_outcome(run, run_dir)
+    unrecorded = unrecorded_outcome()
+    if unrecorded is not None:
+        print(f"harness: {unrecorded}", file=sys.stderr)
         return 1
-    print_outcome(run, runs_dir / str(run._id))
     return 0
 
 
@@ -200,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the completed config and where each value came from; run nothing",
     )
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help="allow more workers than this machine's (or the Ray cluster's) CPUs "
+        f"times {OVERSUBSCRIBE_FACTOR}",
+    )
     run.add_argument(
         "-v", "--verbose", action="store_true", help="show Sacred's log (run id, result)"
     )

@@ -23,10 +23,13 @@ from typing import Any, NoReturn
 __all__ = [
     "ERROR_PREFIX",
     "EXIT_USAGE",
+    "OVERSUBSCRIBE_FACTOR",
     "OneLineErrorParser",
     "UsageError",
     "check_ray_address",
+    "check_run_resources",
     "check_runs_dir",
+    "check_writable_dir",
     "positive",
     "print_outcome",
 ]
@@ -64,12 +67,16 @@ def positive(kind: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     return parse
 
 
-def check_runs_dir(path: Path) -> None:
-    """Refuse a runs directory this user cannot write, before anything is created."""
+def check_writable_dir(path: Path, what: str) -> None:
+    """Refuse a directory (``what`` names it) this user cannot create or write, up front."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{what} {str(path)!r} is a file, not a directory")
     probe = path.absolute()
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    writable = probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+    if not probe.is_dir():
+        raise UsageError(f"{what} {str(path)!r} is under {str(probe)!r}, which is a file")
+    writable = os.access(probe, os.W_OK | os.X_OK)
     if writable:  # os.access says yes to root everywhere: try it (a file, removed at once)
         try:
             with tempfile.TemporaryFile(dir=probe, prefix=".harness-probe-"):
@@ -77,7 +84,68 @@ def check_runs_dir(path: Path) -> None:
         except OSError:
             writable = False
     if not writable:
-        raise UsageError(f"runs directory {str(path)!r} is not writable")
+        raise UsageError(f"{what} {str(path)!r} is not writable")
+
+
+def check_runs_dir(path: Path) -> None:
+    """Refuse a runs directory this user cannot write, before anything is created."""
+    check_writable_dir(path, "runs directory")
+
+
+#: Workers per available CPU above which a run needs ``--oversubscribe``: each worker
+#: is a process (or a Ray actor) of a few hundred MB, and past a few per core they only
+#: queue for the CPU while filling memory (100,000 would start until the machine gives out).
+OVERSUBSCRIBE_FACTOR = 4
+#: Bytes the head holds per candidate of a generation at the least (task, result, fitness).
+BYTES_PER_CANDIDATE = 64
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def check_run_resources(config: dict[str, Any], allow_oversubscribe: bool = False) -> None:
+    """Refuse, before anything starts, a run this machine cannot hold.
+
+    A worker count far above the CPUs (``--oversubscribe`` allows it), and a
+    population whose first generation cannot fit the timestep budget (each
+    candidate plays at least one step per episode) or memory. A Ray cluster's
+    CPUs are checked when the run connects to it (the address alone does not say).
+    """
+    workers = config.get("workers")
+    cpus = available_cpus()
+    local = config.get("backend") != "ray" or not config.get("ray_address")
+    if (
+        isinstance(workers, int)
+        and local
+        and not allow_oversubscribe
+        and workers > OVERSUBSCRIBE_FACTOR * cpus
+    ):
+        raise UsageError(
+            f"workers {workers} is more than {OVERSUBSCRIBE_FACTOR}x the {cpus} CPUs "
+            "available here; pass --oversubscribe to start them anyway"
+        )
+    population = (config.get("params") or {}).get("population")
+    if not isinstance(population, int) or isinstance(population, bool) or population <= 0:
+        return
+    episodes = int(config.get("episodes") or 1)
+    timesteps = config.get("timesteps")
+    if isinstance(timesteps, int) and population * episodes > timesteps:
+        raise UsageError(
+            f"population {population} needs at least {population * episodes} timesteps for "
+            f"its first generation ({episodes} episode(s) each), more than the budget of "
+            f"{timesteps} timesteps"
+        )
+    import psutil
+
+    memory = psutil.virtual_memory().available
+    if population * BYTES_PER_CANDIDATE > memory:
+        raise UsageError(
+            f"population {population} cannot fit in memory: its first generation needs "
+            f"over {population * BYTES_PER_CANDIDATE / 2**30:.0f} GiB, "
+            f"{memory / 2**30:.1f} GiB is available"
+        )
 
 
 def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:

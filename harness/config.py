@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import difflib
 import json
+import math
 import os
 import re
 import types
@@ -59,11 +60,23 @@ class ConfigError(ValueError):
 
 
 class NumberLoader(yaml.SafeLoader):
-    """The safe loader, reading ``1e5`` and ``3e-4`` as numbers as people write them.
+    """The safe loader, reading ``1e5`` and ``3e-4`` as numbers as people write them, and
+    refusing a key given twice in one mapping (YAML would keep the last silently).
 
     YAML 1.1 (PyYAML) takes a float only with a dot and a signed exponent, so ``3e-4``
     would arrive as a string; YAML 1.2 and JSON read it as a number.
     """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 NumberLoader.add_implicit_resolver(
@@ -88,8 +101,13 @@ def load_yaml(stream: Any) -> Any:
 def read_yaml(path: Path) -> Any:
     """Read YAML with the safe loader; a malformed file is a :class:`ConfigError`."""
     try:
-        with open(path, encoding="utf-8") as stream:
-            return load_yaml(stream)
+        text = path.read_text(encoding="utf-8")
+        return load_yaml(text)
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path} is not a text file (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start} is not UTF-8)"
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -218,6 +236,8 @@ def validate_params(params: dict[str, Any], params_type: type, where: str) -> An
             hint = f"; did you mean: {', '.join(close)}?" if close else ""
             raise ConfigError(f"unknown key {key!r} in {where}{hint}")
         checked[key] = coerce(key, value, types_[key])
+        if isinstance(checked[key], float) and not math.isfinite(checked[key]):
+            raise ConfigError(f"{key} must be a finite number, got {checked[key]!r}")
     instance = params_type(**checked)
     validate = getattr(instance, "validate", None)
     if validate is not None:
@@ -324,6 +344,10 @@ def check_knob(knob: Knob, value: Any) -> None:
     if knob.type is int and (isinstance(value, bool) or not isinstance(value, int)):
         what = "a positive integer" if knob.least == 1 else "an integer"
         raise ConfigError(f"{knob.name} must be {what}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{knob.name} must be a finite number, got {value!r}")
+    if knob.most is not None and isinstance(value, (int, float)) and value > knob.most:
+        raise ConfigError(f"{knob.name} must be at most {knob.most}, got {value!r}")
     if knob.least is not None and (value <= knob.least if knob.positive else value < knob.least):
         if knob.positive or knob.least == 1:
             least = "positive" if knob.type is not int else "a positive integer"

@@ -15,16 +15,19 @@ exit status 2; Sacred's INFO log is off unless ``-l INFO`` (``harness run -v``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sacred import SETTINGS, Experiment
 from sacred.config.config_dict import ConfigDict
+from sacred.dependencies import get_digest
 from sacred.host_info import host_info_gatherer
 from sacred.observers import FileStorageObserver
 from sacred.serializer import flatten
@@ -215,18 +218,31 @@ def _run_dir(run: Any) -> Path | None:
 
 
 class RunStorageObserver(FileStorageObserver):
-    """Sacred's FileStorageObserver, made safe to kill and to resume.
+    """Sacred's FileStorageObserver, made safe to kill, to resume and to run out of disk.
 
     Same files and formats, plus: every JSON file is replaced atomically;
     metrics stay sorted by step when the heartbeat thread and a checkpoint
     flush write at once; artifacts are listed once; ``run.json`` names the head
     process; and the run directory holds an ``flock`` while the run lives.
+
+    A failed write (a full disk) is never swallowed: Sacred would log it, stop
+    calling the observer and drop the metrics it had drained, so training would
+    go on with a hole in ``metrics.json``. Here the rows that did not reach the
+    disk are kept for the next write, the first failure is kept in
+    :attr:`write_failure` for the runner (which fails the run at once, before
+    any checkpoint can get ahead of the metrics), and the final status is
+    written by every means left (:meth:`_write_final_entry`).
     """
 
     def initialize(self, *args: Any, **kwargs: Any) -> None:
         super().initialize(*args, **kwargs)
         self._io_lock = threading.RLock()
         self._run_lock: int | None = None
+        #: the first write that failed (the runner raises it), None while all went to disk
+        self.write_failure: rundir.RecordWriteError | None = None
+        #: why the final status could not be recorded (None: it was)
+        self.final_write_failure: str | None = None
+        self._unwritten: dict[str, Any] = {}
 
     def _path(self, name: str) -> Path:
         return Path(str(self.dir)) / name
@@ -235,29 +251,54 @@ class RunStorageObserver(FileStorageObserver):
         entry: dict[str, Any] = self.run_entry or {}
         return entry
 
+    @contextlib.contextmanager
+    def _recording_failures(self, name: str) -> Iterator[None]:
+        """Keep an OSError of writing ``name`` in :attr:`write_failure` instead of raising."""
+        try:
+            yield
+        except OSError as error:
+            if self.write_failure is None:
+                self.write_failure = rundir.RecordWriteError(self._path(name), error)
+
     # files
     def save_json(self, obj: Any, filename: str) -> None:
         with self._io_lock:
             rundir.write_json_atomic(self._path(filename), flatten(obj))
 
     def save_cout(self) -> None:
-        with self._io_lock:
+        with self._io_lock, self._recording_failures(rundir.COUT):
             super().save_cout()
 
+    def find_or_save(self, filename: Any, store_dir: Path) -> Any:
+        """Sacred's copy of a source file, without a truncated copy left when it fails."""
+        try:
+            return super().find_or_save(filename, store_dir)
+        except OSError:
+            name, ext = os.path.splitext(os.path.basename(filename))
+            partial = Path(store_dir) / f"{name}_{get_digest(filename)}{ext}"
+            with contextlib.suppress(OSError):
+                if get_digest(str(partial)) != get_digest(filename):
+                    partial.unlink()
+            raise
+
     def log_metrics(self, metrics_by_name: dict[str, Any], info: Any) -> None:
-        if not metrics_by_name:
-            return
         new = {
             name: {
-                "steps": series["steps"],
-                "values": series["values"],
+                "steps": list(series["steps"]),
+                "values": list(series["values"]),
                 "timestamps": [stamp.isoformat() for stamp in series["timestamps"]],
             }
             for name, series in metrics_by_name.items()
         }
         with self._io_lock:
-            saved = rundir.read_metrics(self._path(""))
-            self.save_json(rundir.merge_metrics(saved, new), rundir.METRICS)
+            pending = rundir.merge_metrics(self._unwritten, new)
+            if not pending:
+                return
+            with self._recording_failures(rundir.METRICS):
+                saved = rundir.read_metrics(self._path(""))
+                self.save_json(rundir.merge_metrics(saved, pending), rundir.METRICS)
+                pending = {}
+            self._unwritten = pending
 
     # liveness
     def _make_dir(self, _id: Any) -> None:
@@ -278,37 +319,71 @@ class RunStorageObserver(FileStorageObserver):
         return _id
 
     def heartbeat_event(self, *args: Any, **kwargs: Any) -> None:
-        with self._io_lock:
+        with self._io_lock, self._recording_failures(rundir.RUN):
             super().heartbeat_event(*args, **kwargs)
 
     def artifact_event(
         self, name: str, filename: str, metadata: Any = None, content_type: Any = None
     ) -> None:
-        with self._io_lock:
+        with self._io_lock, self._recording_failures(name):
             self.save_file(filename, name)
             artifacts = self._entry().setdefault("artifacts", [])
             if name not in artifacts:
                 artifacts.append(name)
             self.save_json(self.run_entry, rundir.RUN)
 
+    def _write_final_entry(self, **fields: Any) -> None:
+        """Record the final status: atomically, else without the trace, else in place.
+
+        On a full disk the rename of a new ``run.json`` needs room for a second
+        copy; the compact entry rewritten over the old file's own blocks does
+        not. Where even that fails, :attr:`final_write_failure` says why (the
+        command prints it as its one line) and ``run.json`` keeps RUNNING, which
+        ``harness resume`` and sweeps treat as dead once the lock is free.
+        """
+        entry = self.run_entry
+        if entry is None or self.dir is None:  # the run never got its record
+            return
+        entry.update(fields)
+        path = self._path(rundir.RUN)
+        try:
+            self.save_json(entry, rundir.RUN)
+            return
+        except OSError:
+            pass
+        trace = entry.get("fail_trace")
+        if trace:  # the last line names the error; the whole trace is what did not fit
+            entry["fail_trace"] = [str(trace[-1])]
+        try:
+            rundir.overwrite_json_in_place(path, flatten(entry))
+        except OSError as error:
+            self.final_write_failure = (
+                f"{rundir.RUN} could not record {fields.get('status')}: "
+                f"{error.strerror or error} (it still says RUNNING)"
+            )
+
     def completed_event(self, stop_time: Any, result: Any) -> None:
         with self._io_lock:
             try:
-                super().completed_event(stop_time, result)
+                self._write_final_entry(
+                    stop_time=stop_time.isoformat(), result=result, status="COMPLETED"
+                )
             finally:
                 self._release()
 
     def interrupted_event(self, interrupt_time: Any, status: Any) -> None:
         with self._io_lock:
             try:
-                super().interrupted_event(interrupt_time, status)
+                self._write_final_entry(stop_time=interrupt_time.isoformat(), status=status)
             finally:
                 self._release()
 
     def failed_event(self, fail_time: Any, fail_trace: Any) -> None:
         with self._io_lock:
             try:
-                super().failed_event(fail_time, fail_trace)
+                self._write_final_entry(
+                    stop_time=fail_time.isoformat(), status="FAILED", fail_trace=fail_trace
+                )
             finally:
                 self._release()
 
@@ -398,11 +473,27 @@ def run_failure_message(error: BaseException) -> str | None:
     for observer in ex.observers:
         if isinstance(observer, FileStorageObserver) and observer.dir:
             first = next((line for line in str(error).splitlines() if line.strip()), "")
-            what = f"{type(error).__name__}: {first}" if first else type(error).__name__
-            return (
-                f"run {Path(observer.dir).name} FAILED: {what} "
-                f"(traceback in {Path(observer.dir) / rundir.RUN})"
-            )
+            if isinstance(error, rundir.RecordWriteError):
+                what = first  # already names the file and the reason
+            else:
+                what = f"{type(error).__name__}: {first}" if first else type(error).__name__
+            unrecorded = getattr(observer, "final_write_failure", None)
+            if unrecorded is not None:
+                where = unrecorded
+            elif isinstance(observer, RunStorageObserver) and observer.run_entry is None:
+                where = "the run record could not be created"
+            else:
+                where = f"traceback in {Path(observer.dir) / rundir.RUN}"
+            return f"run {Path(observer.dir).name} FAILED: {what} ({where})"
+    return None
+
+
+def unrecorded_outcome() -> str | None:
+    """One line when a run ended but ``run.json`` could not record how (a full disk)."""
+    for observer in ex.observers:
+        failure = getattr(observer, "final_write_failure", None)
+        if failure is not None and observer.dir:
+            return f"run {Path(observer.dir).name}: {failure}"
     return None
 
 

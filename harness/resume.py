@@ -15,6 +15,11 @@ RUNNING run whose lock is free is known to be dead; a run still holding it is
 refused. A run recorded RUNNING by another host with a heartbeat younger than
 two minutes is refused unless ``--force``.
 
+Which checkpoints are read: those signed with this user's checkpoint key
+(:mod:`harness.checkpoint`, docs/trust.md); anything else (damaged, planted,
+another user's) is refused before it is decoded. Unsigned checkpoints of
+earlier versions need ``--trust-legacy-checkpoint`` once.
+
 Budget flags set the budget in force from here on (totals, as for ``harness
 run``; the others are dropped), so they also extend a COMPLETED run. When a
 run ended with an evaluation made only because its budget ran out, that
@@ -43,9 +48,15 @@ from typing import Any
 
 from harness import rundir, schema
 from harness.budget import Budget
-from harness.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+from harness.checkpoint import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    ensure_checkpoint_key,
+    load_checkpoint,
+)
 from harness.commands import UsageError, check_ray_address, print_outcome
 from harness.config import BUDGET_KEYS, ConfigError, build_run_config
+from harness.signals import latch_stop_signals
 
 #: A RUNNING record from another host with a heartbeat younger than this is taken as alive.
 STALE_HEARTBEAT_S = 120.0
@@ -72,6 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(
+        "--trust-legacy-checkpoint",
+        action="store_true",
+        help="read an unsigned checkpoint of an earlier harness version (a pickle: reading "
+        "it runs whatever it holds, so only for runs you wrote; see docs/trust.md)",
+    )
+    parser.add_argument(
         "--force",
         action="store_true",
         help="resume a RUNNING record of another host with a recent heartbeat, or a run "
@@ -81,12 +98,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{path.parent} is not a run directory: no {path.name}") from None
     except json.JSONDecodeError as error:
         raise UsageError(
             f"{path} is damaged: {error.msg} at line {error.lineno} column {error.colno}"
+        ) from None
+    except UnicodeDecodeError as error:
+        raise UsageError(
+            f"{path} is damaged: byte {error.object[error.start]:#04x} at offset "
+            f"{error.start} is not UTF-8"
         ) from None
     except OSError as error:
         raise UsageError(f"cannot read {path}: {error.strerror}") from None
@@ -144,7 +166,9 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"{run_dir} is not a run directory of this harness")
     name = run_dir.name
     try:
-        state = load_checkpoint(run_dir / CHECKPOINT_NAME)
+        state = load_checkpoint(
+            run_dir / CHECKPOINT_NAME, trust_legacy=bool(args.trust_legacy_checkpoint)
+        )
     except CheckpointError as error:
         raise UsageError(str(error)) from None
 
@@ -217,8 +241,10 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    latch_stop_signals()  # a stop signal from here on interrupts the run once it can resume
     run_dir = Path(args.run_dir)
     plan = plan_resume(run_dir, args)
+    ensure_checkpoint_key()
 
     from harness.experiment import ResumeObserver, run_failure_message, start_run
 
@@ -250,4 +276,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         observer._release()
     print_outcome(sacred_run, run_dir)
+    if observer.final_write_failure is not None:
+        print(f"harness: run {run_dir.name}: {observer.final_write_failure}", file=sys.stderr)
+        return 1
     return 0

@@ -20,8 +20,9 @@ A run is a Sacred ``FileStorageObserver`` directory ``RUNS_DIR/<id>/``:
 ``cout.txt`` (:data:`COUT`)
     the captured output.
 ``checkpoint.pkl`` (:data:`CHECKPOINT`)
-    the last checkpoint (format in :mod:`harness.checkpoint`), replaced
-    atomically through temporaries named ``.checkpoint-*``.
+    the last checkpoint (format in :mod:`harness.checkpoint`: signed with the
+    user's key; arrays and JSON, or a pickle), replaced atomically through
+    temporaries named ``.checkpoint-*``.
 ``.run.lock`` (:data:`LOCK`)
     the liveness lock: an ``flock`` held by the process running the run, which
     the kernel drops when that process dies (SIGKILL included); the file holds
@@ -44,7 +45,7 @@ import json
 import os
 import secrets
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ __all__ = [
     "RUN",
     "STATUSES",
     "SUMMARY",
+    "MissingRunFile",
+    "RecordWriteError",
     "RunHeader",
     "RunRecord",
     "UnreadableRun",
@@ -76,6 +79,7 @@ __all__ = [
     "lock_run_dir",
     "merge_metrics",
     "metrics_look_complete",
+    "overwrite_json_in_place",
     "read_header",
     "read_json",
     "read_metrics",
@@ -108,6 +112,22 @@ STATUSES = ("RUNNING", "COMPLETED", "FAILED", "INTERRUPTED", "QUEUED")
 
 class UnreadableRun(ValueError):
     """A run directory that cannot be read; the message is one line naming it."""
+
+
+class MissingRunFile(UnreadableRun):
+    """A run file that is not there (yet: a run being created writes them one by one)."""
+
+
+class RecordWriteError(RuntimeError):
+    """A file of a run record could not be written (a full disk, say); one line naming it.
+
+    The run fails at once: it must not train on with metrics that never reach the disk.
+    """
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        reason = error.strerror or str(error) or type(error).__name__
+        super().__init__(f"cannot write {path.name} of run {path.parent.name}: {reason}")
+        self.path = path
 
 
 # -- writing ----------------------------------------------------------------------------
@@ -164,6 +184,21 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """
     text = json.dumps(data, sort_keys=True, indent=2)
     atomic_write(path, [text.encode("utf-8")], durable=False)
+
+
+def overwrite_json_in_place(path: Path, data: Any) -> None:
+    """Rewrite ``path`` in place with compact JSON: the last resort on a full disk.
+
+    A rename needs room for a second copy; overwriting the file's own blocks
+    does not when the new text is no longer than the old. A process killed
+    mid-write leaves a damaged file, which readers treat as such.
+    """
+    text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    with open(path, "r+b") as stream:
+        stream.write(text)
+        stream.truncate(len(text))
+        stream.flush()
+        os.fsync(stream.fileno())
 
 
 def append_cout(run_dir: Path, text: str) -> None:
@@ -236,9 +271,14 @@ def read_json(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UnreadableRun(f"{path.name} is missing") from None
+        raise MissingRunFile(f"{path.name} is missing") from None
     except OSError as error:
         raise UnreadableRun(f"cannot read {path.name}: {error.strerror}") from None
+    except UnicodeDecodeError as error:  # one stray byte: damaged like any other corruption
+        raise UnreadableRun(
+            f"{path.name} is corrupt (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start} is not UTF-8)"
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -346,7 +386,7 @@ def truncate_metrics(
     if not path.exists():
         return
     dropped = frozenset(drop_names)
-    saved = json.loads(path.read_text())
+    saved = read_metrics(run_dir)
     for name, series in list(saved.items()):
         rows = [
             row
@@ -468,18 +508,25 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def scan_runs(runs_dir: str | Path) -> list[RunHeader]:
-    """Headers of the readable runs in one runs directory (quietly skipping the rest).
+def scan_runs(
+    runs_dir: str | Path, on_damaged: Callable[[Path, str], None] | None = None
+) -> list[RunHeader]:
+    """Headers of the readable runs in one runs directory, skipping the rest.
 
-    Used by sweeps to find completed cells; a run being written by another
-    process at this moment may be unreadable and is simply not listed.
+    Used by sweeps to find completed cells. A run being created by another
+    process at this moment may lack a file and is quietly not listed; a damaged
+    one (corrupt JSON, bytes that are not UTF-8) is also reported to
+    ``on_damaged(path, reason)``.
     """
     headers = []
     for path in run_dirs(Path(runs_dir)):
         try:
             headers.append(read_header(path))
-        except UnreadableRun:
+        except MissingRunFile:
             continue
+        except UnreadableRun as error:
+            if on_damaged is not None:
+                on_damaged(path, str(error))
     return headers
 
 

@@ -8,9 +8,13 @@ bytes. Every ``checkpoint_every`` steps, after any step that ends
 k = 5 on Ant, would otherwise go a whole run between checkpoints), and at the
 end, that snapshot is written atomically to ``checkpoint.pkl`` after the
 metrics logged so far are flushed to ``metrics.json``, so the metrics on disk
-always reach at least the checkpoint's step. Ctrl-C (SIGINT) and ``kill``
-(SIGTERM, :mod:`harness.signals`) interrupt at once; the last commit is
-written (the partial step is dropped) and Sacred records INTERRUPTED. A
+always reach at least the checkpoint's step. A write of the record that fails
+(a full disk: :class:`harness.rundir.RecordWriteError`) fails the run at once,
+before any later checkpoint, so a resume once space is free leaves no gap.
+Ctrl-C (SIGINT) and ``kill`` (SIGTERM, :mod:`harness.signals`) interrupt at
+once; the last commit is written (the partial step is dropped) and Sacred
+records INTERRUPTED. One that arrives during start-up is latched by the
+command and acted on right after the step-0 checkpoint. A
 killed head (SIGKILL) leaves the last periodic checkpoint. ``harness resume``
 loads either, drops the metrics logged after it and re-does those steps, which
 for the ES family gives the same numbers as an uninterrupted run.
@@ -44,7 +48,6 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -60,21 +63,22 @@ from algorithms.es_common import confirm_seeds, eval_seeds
 from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env, resolve_env_id
-from evaluation.backends import Evaluator, EvaluatorSettings, WorkerLostError
+from evaluation.backends import Evaluator, EvaluatorSettings, WorkerLostError, sigint_ignored
 from evaluation.registry import make_evaluator
 from harness import rundir
 from harness.budget import Budget
 from harness.checkpoint import (
     CHECKPOINT_NAME,
     INTERRUPT_ENV,
+    EncodedState,
     encode_state,
     remove_stale_temporaries,
     write_checkpoint_payload,
 )
-from harness.config import validate_params
+from harness.config import ConfigError, validate_params
 from harness.cputime import CpuMeter, MachineLoad
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
-from harness.signals import interrupt_on_stop_signals
+from harness.signals import interrupt_on_stop_signals, take_latched
 
 #: Packages a remote (Ray cluster) worker needs besides the evaluation layer's own
 #: (``evaluation``, ``envs``): the algorithms, whose replicas travel pickled (sync=seeds).
@@ -192,27 +196,6 @@ class Progress:
         }
 
 
-@contextlib.contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """Ignore SIGINT while worker processes start, so that they inherit "ignore".
-
-    Ctrl-C in a terminal goes to the whole foreground process group. Spawned
-    workers keep an ignored disposition across ``exec`` (Python installs its
-    KeyboardInterrupt handler only where SIGINT is not ignored), so Ctrl-C
-    reaches only the head, which stops them cleanly: no worker tracebacks.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-
-
 def build_policy_spec(config: dict[str, Any]) -> PolicySpec:
     """The policy the config describes, sized for its env's spaces."""
     env = make_env(config["env"])
@@ -266,10 +249,9 @@ def create_algorithm(algo_cls: type[Algorithm], context: RunContext, config: Any
         raise
 
 
-def build_algorithm(config: dict[str, Any]) -> Algorithm:
-    """Instantiate the configured algorithm with its workers."""
-    algo_cls = get_algorithm(config["algo"])
-    context = RunContext(
+def build_context(config: dict[str, Any]) -> RunContext:
+    """The run context a config describes (its policy sized for the env: one env is made)."""
+    return RunContext(
         env_name=config["env"],
         policy_spec=build_policy_spec(config),
         seed=int(config["seed"]),
@@ -282,8 +264,34 @@ def build_algorithm(config: dict[str, Any]) -> Algorithm:
         fail_on_env_error=bool(config.get("fail_on_env_error", True)),
         reward_transform=str(config.get("reward_transform") or "none"),
     )
+
+
+def build_algorithm(config: dict[str, Any]) -> Algorithm:
+    """Instantiate the configured algorithm with its workers."""
+    algo_cls = get_algorithm(config["algo"])
+    context = build_context(config)
     params = validate_params(config["params"], algo_cls.Config, f"params of {config['algo']}")
     return create_algorithm(algo_cls, context, params)
+
+
+def check_noise_table_fits(config: dict[str, Any]) -> None:
+    """Refuse (:class:`ConfigError`) a noise table too small for one perturbation of the policy.
+
+    Checked before a run starts, so the value is named and nothing is written; the
+    algorithm would otherwise fail at its first generation.
+    """
+    algo_cls = get_algorithm(config["algo"])
+    if algo_cls.family != "es":
+        return
+    context = build_context(config)
+    params = validate_params(config["params"], algo_cls.Config, f"params of {config['algo']}")
+    spec = algo_cls.noise_spec_for(context, params)
+    dim = context.policy_spec.num_params
+    if spec is not None and spec.size < dim:
+        raise ConfigError(
+            f"noise_size {spec.size} is smaller than the policy's {dim} parameters "
+            "(one perturbation is a slice of that many floats)"
+        )
 
 
 def process_started_at() -> float:
@@ -323,12 +331,13 @@ class Trainer:
         self._cpu_sampled_at = 0.0
         self._machine_load = MachineLoad()
         setup_started = time.perf_counter()
-        with sigint_ignored():
-            self.algorithm = build_algorithm(config)
+        # A stop signal now is latched by the command (harness.signals) and acted on once
+        # the step-0 checkpoint exists; the evaluator keeps Ctrl-C from its workers itself.
+        self.algorithm = build_algorithm(config)
         self._startup["setup"] = time.perf_counter() - setup_started
         self._train_started = time.perf_counter()
         self._training_started_at: float | None = None  # Unix time, for `harness bench solve`
-        self._snapshot: tuple[int, bytes] | None = None
+        self._snapshot: tuple[int, EncodedState] | None = None
         self._saved_step = -1
         self._saved_at = time.perf_counter()
         self._checkpointable = True
@@ -511,7 +520,11 @@ class Trainer:
             self._saved_step = -1  # the reopened state is written at once: it matches the metrics
 
     def _flush_metrics(self) -> None:
-        """Hand the metrics logged so far to the observers now (Sacred does it on heartbeats)."""
+        """Hand the metrics logged so far to the observers now (Sacred does it on heartbeats).
+
+        Called directly rather than through Sacred's ``_safe_call``, which would
+        swallow a failed write; then :meth:`_check_records` fails the run on it.
+        """
         run = self.run
         pending = getattr(run, "_metrics", None)
         if pending is None:
@@ -521,7 +534,19 @@ class Trainer:
         by_name = linearize_metrics(pending.get_last_metrics())
         if by_name:
             for observer in run.observers:
-                run._safe_call(observer, "log_metrics", metrics_by_name=by_name, info=run.info)
+                observer.log_metrics(metrics_by_name=by_name, info=run.info)
+        self._check_records()
+
+    def _check_records(self) -> None:
+        """Fail the run at once when a write of its record failed (a full disk, say).
+
+        The observer keeps the first failed write (``write_failure``, set by the
+        heartbeat thread too); training on would lose metrics for good.
+        """
+        for observer in getattr(self.run, "observers", ()):
+            failure = getattr(observer, "write_failure", None)
+            if failure is not None:
+                raise failure
 
     def _commit(self, write: bool) -> None:
         """Freeze the state after a complete step; write it when ``write``.
@@ -553,7 +578,11 @@ class Trainer:
         if step <= self._saved_step:
             return
         self._flush_metrics()  # metrics on disk reach the checkpoint's step before it exists
-        write_checkpoint_payload(self.run_dir / CHECKPOINT_NAME, payload)
+        path = self.run_dir / CHECKPOINT_NAME
+        try:
+            write_checkpoint_payload(path, payload)
+        except OSError as error:
+            raise rundir.RecordWriteError(path, error) from None
         self._saved_step = step
         self._saved_at = time.perf_counter()
 
@@ -564,7 +593,6 @@ class Trainer:
     # -- the loop -------------------------------------------------------------
     def train(self) -> dict[str, Any]:
         """Step until the budget is used; return a summary."""
-        interrupt_on_stop_signals()
         p = self.progress
         interval = int(self.config["eval_every_timesteps"])
         checkpoint_every = int(self.config["checkpoint_every"])
@@ -579,7 +607,11 @@ class Trainer:
             remove_stale_temporaries(self.run_dir)
         with self._timed("checkpoint"):
             self._commit(write=self._saved_step < 0)  # a fresh run can be resumed from step 0
+        interrupt_on_stop_signals()
         try:
+            latched = take_latched()
+            if latched is not None:  # stopped during start-up: now it can be resumed
+                raise KeyboardInterrupt(f"signal {latched} during start-up")
             while p.stop_reason is None:
                 step_started = time.perf_counter()
                 with self._timed("rollouts"):
@@ -593,6 +625,7 @@ class Trainer:
                     p.wall_time_s = time.perf_counter() - started
                     self._sample_cpu(force=False)
                     self._record(record)
+                    self._check_records()
                 if p.timesteps >= p.next_eval_at:
                     self._evaluate_and_confirm()
                     p.next_eval_at = (p.timesteps // interval + 1) * interval
@@ -629,7 +662,10 @@ class Trainer:
         with self._timed("checkpoint"):
             self._commit(write=True)
         p.wall_time_s = time.perf_counter() - started
-        return self.finish()
+        summary = self.finish()
+        self._flush_metrics()  # the last metrics and the artifacts must be on disk, or FAILED
+        self._check_records()
+        return summary
 
     def _log_time_breakdown(self) -> None:
         """The running totals per part, as ``time_<part>_s`` metrics at this step."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import decimal
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,6 +34,8 @@ Section = Literal["identity", "budget", "run", "policy", "record"]
 ES: frozenset[str] = frozenset({"es"})
 RL: frozenset[str] = frozenset({"rl"})
 ALL: frozenset[str] = frozenset({"es", "rl"})
+#: The largest run seed: Sacred seeds numpy's legacy global generator with it (32 bits).
+SEED_MAX = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class Knob:
     least: float | None = None
     #: the value must be > least instead of >= least
     positive: bool = False
+    #: largest value allowed (None: no bound)
+    most: float | None = None
     #: allowed values of a str knob (empty: any)
     choices: tuple[str, ...] = ()
     #: None is a valid value (not only "take the default")
@@ -147,6 +152,7 @@ KNOBS: tuple[Knob, ...] = (
         metavar="S",
         grid=True,
         least=0,
+        most=SEED_MAX,
     ),
     Knob(
         "episodes",
@@ -619,9 +625,13 @@ def flag_type(knob: Knob) -> Any:
             extra = " or 'auto'" if knob.allow_auto else ""
             message = f"{noun} must be {what}{extra}, got {text!r}"
             raise argparse.ArgumentTypeError(message)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{noun} must be a finite number, got {text!r}")
         if knob.below_least(value):
             least = "positive" if knob.positive or knob.least == 1 else f">= {knob.least:g}"
             raise argparse.ArgumentTypeError(f"{noun} must be {least}, got {value}")
+        if knob.most is not None and value > knob.most:
+            raise argparse.ArgumentTypeError(f"{noun} must be at most {knob.most}, got {value}")
         return value
 
     parse.__name__ = noun  # argparse names the type in some messages

@@ -6,12 +6,20 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Checkpoints are signed with the user's key (harness.checkpoint); the tests, and the
+# processes they start, sign with a key of their own instead of creating one in ~/.config.
+os.environ.setdefault(
+    "HARNESS_CHECKPOINT_KEY_FILE",
+    str(Path(tempfile.mkdtemp(prefix="es-harness-test-key-")) / "checkpoint.key"),
+)
 
 
 def harness_cli(

@@ -91,6 +91,18 @@ RUN_CASES = [
     (["--set", "num_envs=4"], ["'num_envs'", "--workers"]),
     (["--algo", "ppo", "--set", "num_envs=4"], ["'num_envs'", "n_envs"]),
     (["--set", "episodes=5"], ["'episodes'", "--episodes-per-fitness"]),
+    # issue 26: values that used to get through
+    (["--seed", "4294967296"], ["seed", "4294967296"]),
+    (["--set", "sigma=.nan"], ["sigma", "nan"]),
+    (["--set", "sigma=.inf"], ["sigma", "inf"]),
+    (["--set", "noise_size=10"], ["noise_size 10", "parameters"]),
+    (["--time-limit", "nan"], ["time limit", "'nan'"]),
+    (["--target-return", "nan"], ["target return", "'nan'"]),
+    (["--set", "target_return=.inf"], ["target_return", "inf"]),
+    (["--set", "learning_rate=-1"], ["learning_rate", "-1"]),
+    (["--workers", "100000"], ["workers 100000", "--oversubscribe"]),
+    (["--set", "population=10000000000"], ["population 10000000000", "memory"]),
+    (["--timesteps", "100", "--set", "population=1000"], ["population 1000", "100 timesteps"]),
 ]
 
 
@@ -105,8 +117,9 @@ def test_unwritable_runs_dir(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     _assert_usage_error(
-        _cli(*RUN, "--runs-dir", str(blocker / "runs")), str(blocker / "runs"), "not writable"
+        _cli(*RUN, "--runs-dir", str(blocker / "runs")), str(blocker / "runs"), "which is a file"
     )
+    _assert_usage_error(_cli(*RUN, "--runs-dir", str(blocker)), str(blocker), "is a file")
     # /proc refuses new entries even to root
     _assert_usage_error(
         _cli(*RUN, "--runs-dir", "/proc/es-harness-runs"), "/proc/es-harness-runs", "not writable"
@@ -198,3 +211,67 @@ def test_missing_yaml_file(tmp_path: Path) -> None:
     _assert_usage_error(
         _cli("check-repro", "--config", str(tmp_path / "absent.yaml")), "absent.yaml"
     )
+
+
+def _million_cells() -> str:
+    axis = ", ".join(str(value) for value in range(1, 1001))
+    return (
+        "name: big\ngrid: {algo: [optimes], env: [CartPole], "
+        f"seed: [{axis}], episodes: [{axis}]}}\n"
+    )
+
+
+GRID = "grid: {algo: [optimes], env: [CartPole]}\n"
+#: Sweep files that used to be accepted or to crash: (id, contents, what the line names).
+SWEEP_CASES = [
+    ("duplicate-key", f"name: a\nname: b\n{GRID}", ["duplicate key 'name'"]),
+    ("top-level-seed", f"name: a\nseed: [1]\n{GRID}", ["'seed'", "did you mean grid.seed"]),
+    ("binary", "name: a\udcff\n", ["not a text file"]),
+    ("million-cells", _million_cells(), ["1000000 cells", "--force"]),
+    (
+        "workers-far-above-cpus",
+        "name: a\ngrid: {algo: [optimes], env: [CartPole], workers: [100000]}\n",
+        ["workers 100000", "--oversubscribe"],
+    ),
+    (
+        "seed-too-large",
+        "name: a\ngrid: {algo: [optimes], env: [CartPole], seed: [4294967296]}\n",
+        ["seed", "4294967296"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "named"), SWEEP_CASES, ids=[c[0] for c in SWEEP_CASES])
+def test_bad_sweep_files(tmp_path: Path, name: str, text: str, named: list[str]) -> None:
+    path = tmp_path / f"{name}.yaml"
+    path.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+    runs = tmp_path / "runs"
+    _assert_usage_error(_cli("sweep", str(path), "--runs-dir", str(runs)), *named)
+    assert not runs.exists()
+
+
+def test_bad_report_out(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    (runs / "1").mkdir(parents=True)
+    existing = tmp_path / "a-file"
+    existing.write_text("not a directory")
+    _assert_usage_error(_cli("report", str(runs), "--out", str(existing)), "is a file")
+    _assert_usage_error(
+        _cli("report", str(runs), "--out", str(existing / "report")), "which is a file"
+    )
+    _assert_usage_error(
+        _cli("report", str(runs), "--out", "/proc/es-harness-report"), "not writable"
+    )
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=16k", "tmpfs", str(read_only)], check=False
+    )
+    if mounted.returncode == 0:  # a read-only place even for root
+        try:
+            _assert_usage_error(
+                _cli("report", str(runs), "--out", str(read_only / "report")), "not writable"
+            )
+        finally:
+            subprocess.run(["umount", str(read_only)], check=False)
+    assert existing.read_text() == "not a directory"

@@ -41,6 +41,7 @@ RUN_COMMAND_OPTIONS = {
     "--print-config",
     "--dry-run",
     "--no-progress",
+    "--oversubscribe",
     "-v",
     "--verbose",
 }

@@ -87,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"runs directory {raw!r} does not exist")
     if args.map_runs < 0:
         raise UsageError(f"--map-runs must be 0 or more, got {args.map_runs}")
+    from harness.commands import check_writable_dir
+
+    check_writable_dir(Path(args.out), "--out")
     from harness.report.build import ReportError, build_report
 
     statuses = STATUSES if args.all_statuses else ("COMPLETED",)

@@ -11,9 +11,22 @@ from pathlib import Path
 from typing import Any
 
 from harness import schema
-from harness.commands import UsageError, check_runs_dir
-from harness.sweep.scheduler import RESULT_PREFIX, run_sweep
-from harness.sweep.spec import GRID_KEYS, SweepError, load_sweep, parse_grid_override
+from harness.checkpoint import ensure_checkpoint_key
+from harness.commands import (
+    OVERSUBSCRIBE_FACTOR,
+    UsageError,
+    check_run_resources,
+    check_runs_dir,
+)
+from harness.signals import latch_stop_signals
+from harness.sweep.scheduler import RESULT_PREFIX, run_sweep, warn_damaged
+from harness.sweep.spec import (
+    GRID_KEYS,
+    MAX_CELLS,
+    SweepError,
+    load_sweep,
+    parse_grid_override,
+)
 from harness.sweep.store import completed_runs, find_completed, resumable_run
 
 
@@ -85,6 +98,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --ray-address: seconds between shipments of a cell's run directory "
         "(checkpoints, metrics) to this machine's runs directory (30)",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help=f"run a grid of more than {MAX_CELLS} cells",
+    )
+    parser.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help=f"allow cells with more workers than {OVERSUBSCRIBE_FACTOR}x this machine's CPUs",
+    )
+    parser.add_argument(
+        "--trust-legacy-checkpoints",
+        action="store_true",
+        help="continue interrupted runs whose checkpoints are unsigned pickles of an "
+        "earlier harness version (see docs/trust.md); without it they run afresh",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -93,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         grid = dict(parse_grid_override(text) for text in args.grid)
         sweep = load_sweep(
-            args.file, extra_set=args.overrides, grid_override=grid, extra_imports=args.imports
+            args.file,
+            extra_set=args.overrides,
+            grid_override=grid,
+            extra_imports=args.imports,
+            max_cells=None if args.force else MAX_CELLS,
         )
     except SweepError as error:
         raise UsageError(str(error)) from None
@@ -102,10 +135,17 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else sweep.jobs
     runs_dir = Path(args.runs_dir)
     check_runs_dir(runs_dir)
+    address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
+    for cell in sweep.cells if address is None else []:  # a cluster's CPUs are not ours
+        try:
+            check_run_resources(cell.config, allow_oversubscribe=args.oversubscribe)
+        except UsageError as error:
+            raise UsageError(f"{args.file}: cell {cell.label}: {error}") from None
+    print(f"sweep {sweep.name}: {len(sweep.cells)} cells", flush=True)
     if args.dry_run:
-        done = completed_runs(runs_dir)
+        done = completed_runs(runs_dir, warn_damaged)
         for cell in sweep.cells:
-            existing = find_completed(cell, done)
+            existing = find_completed(cell, done, warn_damaged)
             if existing is not None:
                 state = f"skip (run {existing})"
             else:
@@ -113,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 state = "run" if interrupted is None else f"resume (run {interrupted.name})"
             print(f"{cell.index:3d} {state:<16} {cell.label}")
         return 0
-    address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
+    ensure_checkpoint_key()  # once here rather than failing in every cell
     if address is not None:
         return _run_on_ray(args, sweep, runs_dir, address)
     most_workers = max(int(c.config["workers"]) for c in sweep.cells)
@@ -125,7 +165,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     result = run_sweep(
-        sweep, runs_dir, jobs, progress=not args.no_progress, resume=not args.no_resume
+        sweep,
+        runs_dir,
+        jobs,
+        progress=not args.no_progress,
+        resume=not args.no_resume,
+        trust_legacy=args.trust_legacy_checkpoints,
     )
     return _summarise(sweep, result, runs_dir)
 
@@ -177,6 +222,7 @@ def cell_main(argv: list[str]) -> int:
     parser.add_argument("--cell", required=True, help="JSON file with a completed run config")
     parser.add_argument("--runs-dir", required=True)
     args = parser.parse_args(argv)
+    latch_stop_signals()  # a stop (the sweep stopping its cells) interrupts once resumable
     from harness.experiment import make_observer, start_run
 
     config = json.loads(Path(args.cell).read_text(encoding="utf-8"))

@@ -30,6 +30,8 @@ BOOKKEEPING_DIR = "_sweeps"
 
 
 RESULT_PREFIX = "harness-sweep-cell:"
+#: Status of a resume that ``harness resume`` refused (the cell then runs afresh).
+REFUSED = "REFUSED"
 
 
 @contextlib.contextmanager
@@ -182,22 +184,33 @@ def resume_cell(
     log_dir: Path,
     children: _Children | None = None,
     python: str = sys.executable,
-) -> CellOutcome | None:
+    trust_legacy: bool = False,
+) -> CellOutcome:
     """Continue an interrupted run of this cell with ``harness resume``.
 
-    None when ``harness resume`` refuses it (a usage error: a damaged
-    checkpoint, say); the caller then runs the cell afresh.
+    Status ``REFUSED`` when ``harness resume`` refuses it (a usage error: a
+    damaged, planted or unsigned checkpoint, say; ``detail`` is its line); the
+    caller then runs the cell afresh.
     """
     log_path = _log_path(log_dir, cell)
     command = [python, "-m", "harness.cli", "resume", str(run_dir), "--no-progress"]
+    if trust_legacy:
+        command.append("--trust-legacy-checkpoint")
     returncode, output = _run_logged(command, log_path, f"resume {cell.label}", children)
     if returncode == 2:
-        return None
+        refusal = [line for line in output.splitlines() if line.startswith("harness: error:")]
+        reason = refusal[-1].removeprefix("harness: error:").strip() if refusal else _tail(output)
+        return CellOutcome(cell, "resumed", REFUSED, run_dir.name, log_path, reason)
     status = rundir.read_status(run_dir) or "CRASHED"
     if returncode != 0 and status in ("COMPLETED", "RUNNING"):
         status = "CRASHED"
     detail = "" if status == "COMPLETED" else _tail(output)
     return CellOutcome(cell, "resumed", status, run_dir.name, log_path, detail)
+
+
+def warn_damaged(path: Path, reason: str) -> None:
+    """One line for a damaged run directory a sweep passes over (its cell runs again)."""
+    print(f"harness: warning: skipping damaged run directory {path}: {reason}", file=sys.stderr)
 
 
 def run_sweep(
@@ -208,6 +221,7 @@ def run_sweep(
     echo: Callable[[str], None] | None = None,
     python: str = sys.executable,
     resume: bool = True,
+    trust_legacy: bool = False,
 ) -> SweepResult:
     """Run every cell not yet completed in ``runs_dir``; ``jobs`` cells at once.
 
@@ -219,11 +233,11 @@ def run_sweep(
 
     runs_dir.mkdir(parents=True, exist_ok=True)
     log_dir = runs_dir / BOOKKEEPING_DIR / sweep.name / "logs"
-    done = completed_runs(runs_dir)
+    done = completed_runs(runs_dir, warn_damaged)
     outcomes: dict[int, CellOutcome] = {}
     todo: list[Cell] = []
     for cell in sweep.cells:
-        existing = find_completed(cell, done)
+        existing = find_completed(cell, done, warn_damaged)
         if existing is not None:
             outcomes[cell.index] = CellOutcome(cell, "skipped", "COMPLETED", existing)
         else:
@@ -250,9 +264,13 @@ def run_sweep(
                 return CellOutcome(cell, "skipped", "COMPLETED", again)
             interrupted = resumable_run(runs_dir, cell) if resume else None
             if interrupted is not None:
-                outcome = resume_cell(cell, interrupted, log_dir, children, python)
-                if outcome is not None:
+                outcome = resume_cell(cell, interrupted, log_dir, children, python, trust_legacy)
+                if outcome.status != REFUSED:
                     return outcome
+                say(
+                    f"harness: warning: cell {cell.index} {cell.label}: run {outcome.run_id} "
+                    f"not resumed ({outcome.detail}); running the cell afresh"
+                )
             return run_cell(cell, runs_dir, log_dir, children, python)
 
     interrupt_on_stop_signals()  # kill stops the cells first, as Ctrl-C does

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,10 +107,16 @@ def _string_list(value: Any, where: str, path: Path) -> list[str]:
     return list(value)
 
 
+#: Where a key misplaced at the top level of a sweep file belongs.
+NESTED_HOMES = {**dict.fromkeys(GRID_KEYS, "grid"), **dict.fromkeys(BUDGET_KEYS, "budget")}
+
+
 def _check_keys(data: dict[str, Any], known: tuple[str, ...], where: str, path: Path) -> None:
     for key in data:
         if key not in known:
-            raise SweepError(f"{path}: unknown key {where}{key!r}; known: {', '.join(known)}")
+            home = NESTED_HOMES.get(key) if not where else None
+            hint = f"; did you mean {home}.{key}?" if home else ""
+            raise SweepError(f"{path}: unknown key {where}{key!r}{hint}; known: {', '.join(known)}")
 
 
 def build_cell_config(
@@ -204,6 +211,11 @@ def parse_grid_override(text: str) -> tuple[str, list[Any]]:
     return key, values
 
 
+#: Cells a sweep may have without ``--force``: past it, building and validating every
+#: cell's config alone takes minutes, and a grid that large is more likely a typo.
+MAX_CELLS = 5000
+
+
 def grid_key_applies(algo: str, key: str) -> bool:
     """Whether a further grid key (not an axis) applies to ``algo``: True for one of its
     hyperparameters or a ``--set`` knob its family uses, False for a knob its family does
@@ -247,6 +259,7 @@ def load_sweep(
     extra_set: list[str] | None = None,
     grid_override: dict[str, list[Any]] | None = None,
     extra_imports: list[str] | None = None,
+    max_cells: int | None = MAX_CELLS,
 ) -> Sweep:
     """Parse and validate a sweep file; raise :class:`SweepError` (one line) on bad input.
 
@@ -313,6 +326,12 @@ def load_sweep(
         except AlgorithmRegistryError as error:
             raise SweepError(f"{path}: overrides.{algo}: {error}") from None
     description = data.get("description") or ""
+    combinations = math.prod(len(values) for values in [*axes.values(), *further.values()])
+    if max_cells is not None and combinations > max_cells:
+        raise SweepError(
+            f"{path}: the grid has {combinations} cells, more than {max_cells}; "
+            "pass --force to run them all"
+        )
     for algo in axes["algo"]:
         for key in further:
             try:

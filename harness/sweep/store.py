@@ -7,10 +7,11 @@ RUNNING run's liveness lock is free (its process is gone).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import rundir
-from harness.rundir import RunHeader, metrics_look_complete, scan_runs
+from harness.rundir import RunHeader, UnreadableRun, metrics_look_complete, scan_runs
 from harness.sweep.identity import cell_identity, same_cell
 from harness.sweep.spec import Cell
 
@@ -18,21 +19,41 @@ from harness.sweep.spec import Cell
 RESUMABLE = ("INTERRUPTED", "RUNNING")
 
 
-def completed_runs(runs_dir: Path) -> list[RunHeader]:
-    """The COMPLETED runs of ``runs_dir`` whose ``metrics.json`` was written to the end."""
+#: Told about a damaged run directory: its path and a one-line reason.
+OnDamaged = Callable[[Path, str], None]
+
+
+def completed_runs(runs_dir: Path, on_damaged: OnDamaged | None = None) -> list[RunHeader]:
+    """The COMPLETED runs of ``runs_dir`` whose ``metrics.json`` was written to the end.
+
+    Damaged run directories are left out (``on_damaged`` hears of each).
+    """
     return [
         header
-        for header in scan_runs(runs_dir)
+        for header in scan_runs(runs_dir, on_damaged)
         if header.status == "COMPLETED" and metrics_look_complete(header.path)
     ]
 
 
-def find_completed(cell: Cell, done: list[RunHeader]) -> str | None:
-    """Id of a completed run of this cell among ``done``, or None."""
+def find_completed(
+    cell: Cell, done: list[RunHeader], on_damaged: OnDamaged | None = None
+) -> str | None:
+    """Id of a completed run of this cell among ``done`` whose metrics read whole, or None.
+
+    A matching run whose ``metrics.json`` does not parse (a stray byte inside)
+    does not count: the cell runs again, as for any other damage.
+    """
     identity = cell_identity(cell.config)
     for header in done:
-        if same_cell(identity, cell_identity(header.config)):
-            return header.run_id
+        if not same_cell(identity, cell_identity(header.config)):
+            continue
+        try:
+            rundir.read_metrics(header.path)
+        except UnreadableRun as error:
+            if on_damaged is not None:
+                on_damaged(header.path, str(error))
+            continue
+        return header.run_id
     return None
 
 
