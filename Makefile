@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-slow test-all lint type check-repro bench clean
+.PHONY: venv demo reports test test-slow test-all lint type check-repro bench clean
 
 venv: $(STAMP)
 
@@ -17,9 +17,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The demo's runs and report go under runs/ (not tracked): a fresh clone stays clean.
+# reports/demo is the same sweep's committed report, redrawn by `make reports`.
 demo: venv
 	$(BIN)/harness sweep experiments/demo.yaml --runs-dir runs/demo
-	$(BIN)/harness report runs/demo --out reports/demo
+	$(BIN)/harness report runs/demo --out runs/demo-report
+
+# Redraw every committed report from its run archive (reports/*/runs.tar.xz) with the
+# current code, then write reports/README.md; reports/index.yaml lists them.
+reports: venv
+	$(BIN)/python scripts/reports.py
 
 test: venv
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
