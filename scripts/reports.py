@@ -24,6 +24,8 @@ from pathlib import Path
 
 import yaml
 
+from harness.report.tables import markdown_rows
+
 ROOT = Path("reports")
 INDEX = ROOT / "index.yaml"
 ARCHIVE = "runs.tar.xz"
@@ -72,25 +74,11 @@ def redraw(entry: Entry) -> Path:
 # -- reading a drawn report --------------------------------------------------------------
 
 
-def table_rows(markdown: str, header_start: str) -> list[dict[str, str]]:
-    """The rows of the first Markdown table whose header starts with ``header_start``."""
-    lines = markdown.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
-    header = [c.strip() for c in lines[start].strip("|").split("|")]
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
-        rows.append(dict(zip(header, cells, strict=True)))
-    return rows
-
-
 def scores(report_md: Path) -> dict[str, dict[str, str]]:
     """The report's scores at the common budget, by group: mean, interval, n, env."""
     markdown = report_md.read_text(encoding="utf-8")
     section = markdown[markdown.index(SCORES) :]
-    return {row["group"]: row for row in table_rows(section, "| env | group | n |")}
+    return {row["group"]: row for row in markdown_rows(section, "| env | group | n |")}
 
 
 def common_budgets(report_md: Path) -> dict[str, str]:

@@ -25,7 +25,7 @@ from harness.records import POPULATION_ARTIFACT, PopulationLogWriter, load_runs,
 from harness.report import anchors as anchor_mod
 from harness.report import audit, scaling, settings, stats
 from harness.report.data import GROUP, add_groups, common_budget, eval_curves, scores_at
-from harness.report.tables import score_table
+from harness.report.tables import markdown_rows, score_table
 from harness.report.umap_map import ModelCloud, centres_caption, models_from_population, pca
 from harness.sweep import load_sweep, run_sweep
 from tests.conftest import harness_cli
@@ -119,20 +119,6 @@ def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return runs
 
 
-def _table_rows(markdown: str, header_start: str) -> list[dict[str, str]]:
-    """The rows of the first Markdown table whose header starts with ``header_start``."""
-    lines = markdown.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
-    header = [c.strip() for c in lines[start].strip("|").split("|")]
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
-        rows.append(dict(zip(header, cells, strict=True)))
-    return rows
-
-
 def _section(markdown: str, title: str) -> str:
     start = markdown.index(f"## {title}")
     end = markdown.find("\n## ", start + 1)
@@ -182,7 +168,7 @@ def test_report_end_to_end(
         ("Scores at the end of each run", "final_eval_return"),
     ):
         per_group = summary.groupby("group")[column]
-        rows = _table_rows(_section(markdown, title_text), "| env | group | n |")
+        rows = markdown_rows(_section(markdown, title_text), "| env | group | n |")
         assert {r["group"] for r in rows} == {
             "cma k=1 w=1",
             "cma k=2 w=1",
@@ -197,7 +183,7 @@ def test_report_end_to_end(
             assert float(row["mean"]) == pytest.approx(per_group.mean()[row["group"]], abs=0.051)
 
     # P(X > Y): exactly the pairs that differ in one of algorithm, k, W
-    pairs = _table_rows(_section(markdown, "Scores at the common budget"), "| env | X | Y |")
+    pairs = markdown_rows(_section(markdown, "Scores at the common budget"), "| env | X | Y |")
     listed = {(r["X"], r["Y"], r["differ in"]) for r in pairs}
     assert listed == {
         ("cma k=1 w=1", "cma k=2 w=1", "k"),
@@ -215,7 +201,7 @@ def test_report_end_to_end(
     assert "inconclusive at n=" in line or " tie at " in line
 
     # settings: the differing columns only; the appendix has every key
-    settings_rows = _table_rows(_section(markdown, "Settings behind every curve"), "| env |")
+    settings_rows = markdown_rows(_section(markdown, "Settings behind every curve"), "| env |")
     assert {r["k"] for r in settings_rows} == {"1", "2"} and {r["W"] for r in settings_rows} == {
         "1",
         "2",
@@ -225,12 +211,12 @@ def test_report_end_to_end(
     assert "| params.population |" in appendix and "| policy.kind |" in appendix
 
     # budgets table with requested and used, CPU-seconds and cores
-    budget_rows = _table_rows(_section(markdown, "Budgets: requested and used"), "| env |")
+    budget_rows = markdown_rows(_section(markdown, "Budgets: requested and used"), "| env |")
     assert all(r["requested"] == "2k timesteps" and r["cores"] for r in budget_rows)
 
     # anchors: CartPole's solved threshold is drawn on the timesteps figure
     curves = _section(markdown, "Evaluation return against timesteps")
-    anchor_rows = _table_rows(curves, "| env | anchor |")
+    anchor_rows = markdown_rows(curves, "| env | anchor |")
     assert [r["anchor"] for r in anchor_rows] == ["solved 475"]
     assert "reward_threshold=475.0" in anchor_rows[0]["source"]
 
@@ -293,7 +279,7 @@ def test_report_of_one_run_still_has_a_table(sweep_runs: Path, tmp_path: Path) -
     assert "(n=1 run per group" in markdown.splitlines()[0]
     assert "no two groups on one env differ" in markdown
     assert "Not compared" in markdown and "Not measured" in markdown
-    row = _table_rows(_section(markdown, "Scores at the common budget"), "| env | group | n |")
+    row = markdown_rows(_section(markdown, "Scores at the common budget"), "| env | group | n |")
     assert len(row) == 1 and row[0]["n"] == "1" and row[0]["seeds"] == "0"
     assert row[0]["mean 95% CI"] == "n too small" and row[0]["IQM"] == "n too small"
     assert (out / "eval_vs_timesteps.png").exists()
@@ -368,7 +354,7 @@ def test_unequal_budgets_warn_at_the_top(sweep_runs: Path, short_run: Path, tmp_
     assert len(short) == 1
     short_group = short["group"].iloc[0]
     assert short_group not in set(summary.loc[summary["sweep"] != "short", "group"])
-    settings_rows = _table_rows(_section(markdown, "Settings behind every curve"), "| env |")
+    settings_rows = markdown_rows(_section(markdown, "Settings behind every curve"), "| env |")
     budgets = {r["group"]: r["budget"] for r in settings_rows}
     assert budgets[short_group] == "2 generations"
     assert {v for g, v in budgets.items() if g != short_group} == {"2k timesteps"}
@@ -662,7 +648,7 @@ def test_report_shows_time_to_target_and_model(sweep_runs: Path, tmp_path: Path)
     out = tmp_path / "report"
     assert main(["report", str(runs), "--out", str(out), "--map-runs", "0"]) == 0
     section = _section((out / "report.md").read_text(), "Scaling with workers")
-    rows = _table_rows(section, "| series | W |")
+    rows = markdown_rows(section, "| series | W |")
     assert [r["W"] for r in rows] == ["1", "2"]
     assert rows[0]["time to target s (median)"] == "3.0 (confirmed)"
     assert rows[1]["model speed-up"] == f"{1 / (0.25 + 0.75 / 2):.2f}"
