@@ -46,6 +46,7 @@ lint: venv
 
 type: venv
 	$(BIN)/mypy
+	$(BIN)/mypy scripts
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
