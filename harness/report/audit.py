@@ -254,8 +254,8 @@ def machine_warnings(runs: pd.DataFrame) -> list[str]:
             if most_runs > 1 and most_workers > int(cores.max()):
                 out.append(
                     f"**{env}**: up to {most_runs} runs of this report ran at once on {key} "
-                    f"with {most_workers} workers on {int(cores.max())} cores: its wall-clock "
-                    "(and time-to-target) figures are a loaded machine's, not a measurement "
-                    "of the algorithms; compare at equal timesteps."
+                    f"with {most_workers} workers on {int(cores.max())} cores: its wall-clock, "
+                    "time-to-target and CPU-second figures are a loaded machine's, not a "
+                    "measurement of the algorithms; compare at equal timesteps."
                 )
     return out
