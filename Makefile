@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-slow test-all lint type check-repro bench benchmark benchmark-report clean
+.PHONY: venv demo reports test test-slow test-all lint type check-repro bench benchmark benchmark-report clean
 
 venv: $(STAMP)
 
@@ -20,9 +20,16 @@ $(STAMP): pyproject.toml examples/plugin/pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e examples/plugin
 	touch $(STAMP)
 
+# The demo's runs and report go under runs/ (not tracked): a fresh clone stays clean.
+# reports/demo is the same sweep's committed report, redrawn by `make reports`.
 demo: venv
 	$(BIN)/harness sweep experiments/demo.yaml --runs-dir runs/demo
-	$(BIN)/harness report runs/demo --out reports/demo
+	$(BIN)/harness report runs/demo --out runs/demo-report
+
+# Redraw every committed report from its run archive (reports/*/runs.tar.xz) with the
+# current code, then write reports/README.md; reports/index.yaml lists them.
+reports: venv
+	$(BIN)/python scripts/reports.py
 
 # The benchmark (experiments/benchmark.yaml): run the missing cells (resumable; tens of
 # CPU-hours in all, see `harness benchmark plan`), then redraw BENCHMARK.md and
@@ -53,6 +60,7 @@ lint: venv
 
 type: venv
 	$(BIN)/mypy
+	$(BIN)/mypy scripts
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -25,7 +25,7 @@ from harness.records import POPULATION_ARTIFACT, PopulationLogWriter, load_runs,
 from harness.report import anchors as anchor_mod
 from harness.report import audit, scaling, settings, stats
 from harness.report.data import GROUP, add_groups, common_budget, eval_curves, scores_at
-from harness.report.tables import score_table
+from harness.report.tables import markdown_rows, score_table
 from harness.report.umap_map import ModelCloud, centres_caption, models_from_population, pca
 from harness.sweep import load_sweep, run_sweep
 from tests.conftest import harness_cli
@@ -119,20 +119,6 @@ def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return runs
 
 
-def _table_rows(markdown: str, header_start: str) -> list[dict[str, str]]:
-    """The rows of the first Markdown table whose header starts with ``header_start``."""
-    lines = markdown.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
-    header = [c.strip() for c in lines[start].strip("|").split("|")]
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
-        rows.append(dict(zip(header, cells, strict=True)))
-    return rows
-
-
 def _section(markdown: str, title: str) -> str:
     start = markdown.index(f"## {title}")
     end = markdown.find("\n## ", start + 1)
@@ -182,7 +168,7 @@ def test_report_end_to_end(
         ("Scores at the end of each run", "final_eval_return"),
     ):
         per_group = summary.groupby("group")[column]
-        rows = _table_rows(_section(markdown, title_text), "| env | group | n |")
+        rows = markdown_rows(_section(markdown, title_text), "| env | group | n |")
         assert {r["group"] for r in rows} == {
             "cma k=1 w=1",
             "cma k=2 w=1",
@@ -197,7 +183,7 @@ def test_report_end_to_end(
             assert float(row["mean"]) == pytest.approx(per_group.mean()[row["group"]], abs=0.051)
 
     # P(X > Y): exactly the pairs that differ in one of algorithm, k, W
-    pairs = _table_rows(_section(markdown, "Scores at the common budget"), "| env | X | Y |")
+    pairs = markdown_rows(_section(markdown, "Scores at the common budget"), "| env | X | Y |")
     listed = {(r["X"], r["Y"], r["differ in"]) for r in pairs}
     assert listed == {
         ("cma k=1 w=1", "cma k=2 w=1", "k"),
@@ -209,13 +195,13 @@ def test_report_end_to_end(
     assert all(r["95% CI"] == "n too small" for r in pairs)
 
     # conclusions: one line per env, inconclusive at n <= 2
-    conclusions = _section(markdown, "Conclusions")
+    conclusions = _section(markdown, "Result")
     line = next(x for x in conclusions.splitlines() if x.startswith("- **CartPole**"))
     assert "common budget" in line and "common wall-clock" in line
     assert "inconclusive at n=" in line or " tie at " in line
 
     # settings: the differing columns only; the appendix has every key
-    settings_rows = _table_rows(_section(markdown, "Settings behind every curve"), "| env |")
+    settings_rows = markdown_rows(_section(markdown, "Settings behind every curve"), "| env |")
     assert {r["k"] for r in settings_rows} == {"1", "2"} and {r["W"] for r in settings_rows} == {
         "1",
         "2",
@@ -225,12 +211,12 @@ def test_report_end_to_end(
     assert "| params.population |" in appendix and "| policy.kind |" in appendix
 
     # budgets table with requested and used, CPU-seconds and cores
-    budget_rows = _table_rows(_section(markdown, "Budgets: requested and used"), "| env |")
+    budget_rows = markdown_rows(_section(markdown, "Budgets: requested and used"), "| env |")
     assert all(r["requested"] == "2k timesteps" and r["cores"] for r in budget_rows)
 
     # anchors: CartPole's solved threshold is drawn on the timesteps figure
     curves = _section(markdown, "Evaluation return against timesteps")
-    anchor_rows = _table_rows(curves, "| env | anchor |")
+    anchor_rows = markdown_rows(curves, "| env | anchor |")
     assert [r["anchor"] for r in anchor_rows] == ["solved 475"]
     assert "reward_threshold=475.0" in anchor_rows[0]["source"]
 
@@ -293,11 +279,11 @@ def test_report_of_one_run_still_has_a_table(sweep_runs: Path, tmp_path: Path) -
     assert "(n=1 run per group" in markdown.splitlines()[0]
     assert "no two groups on one env differ" in markdown
     assert "Not compared" in markdown and "Not measured" in markdown
-    row = _table_rows(_section(markdown, "Scores at the common budget"), "| env | group | n |")
+    row = markdown_rows(_section(markdown, "Scores at the common budget"), "| env | group | n |")
     assert len(row) == 1 and row[0]["n"] == "1" and row[0]["seeds"] == "0"
     assert row[0]["mean 95% CI"] == "n too small" and row[0]["IQM"] == "n too small"
     assert (out / "eval_vs_timesteps.png").exists()
-    assert "only " in _section(markdown, "Conclusions") and "nothing to compare" in markdown
+    assert "only " in _section(markdown, "Result") and "nothing to compare" in markdown
 
 
 def test_the_stated_command_draws_the_report_again(sweep_runs: Path, tmp_path: Path) -> None:
@@ -355,7 +341,10 @@ def test_unequal_budgets_warn_at_the_top(sweep_runs: Path, short_run: Path, tmp_
     markdown = (out / "report.md").read_text()
     intro_at = markdown.index("Generated by")
     warnings_at = markdown.index("> **Warnings**")
-    assert warnings_at < intro_at  # before anything else
+    # the result first (conclusions, main curve, scores), then the warnings, then the rest
+    result_at = markdown.index("## Result")
+    assert result_at < warnings_at < intro_at
+    assert markdown.index("eval_vs_timesteps.png") < warnings_at
     block = markdown[warnings_at:intro_at]
     assert "asked for different budgets" in block and "2 generations" in block
     assert re.search(r"groups used timesteps differing by \+\d+%", block)
@@ -365,7 +354,7 @@ def test_unequal_budgets_warn_at_the_top(sweep_runs: Path, short_run: Path, tmp_
     assert len(short) == 1
     short_group = short["group"].iloc[0]
     assert short_group not in set(summary.loc[summary["sweep"] != "short", "group"])
-    settings_rows = _table_rows(_section(markdown, "Settings behind every curve"), "| env |")
+    settings_rows = markdown_rows(_section(markdown, "Settings behind every curve"), "| env |")
     budgets = {r["group"]: r["budget"] for r in settings_rows}
     assert budgets[short_group] == "2 generations"
     assert {v for g, v in budgets.items() if g != short_group} == {"2k timesteps"}
@@ -384,7 +373,7 @@ def test_unequal_budgets_warn_at_the_top(sweep_runs: Path, short_run: Path, tmp_
         assert math.isnan(score) == (first_eval[run_dir] > last_eval)
 
     html = (out / "report.html").read_text()
-    assert html.index('class="warnings"') < html.index("Generated by")
+    assert html.index('id="result"') < html.index('class="warnings"') < html.index("Generated by")
 
 
 def test_budget_warnings_name_overruns_and_spreads() -> None:
@@ -407,6 +396,41 @@ def test_budget_warnings_name_overruns_and_spreads() -> None:
     assert any("timesteps differing by" in w for w in lines)
     even = runs.assign(final_timesteps=[150_500.0] * 4, final_wall_time_s=[36.0] * 4)
     assert audit.budget_warnings(even) == []
+
+
+def test_machine_warnings_name_loaded_and_unlike_machines() -> None:
+    """Wall-clock from runs that overlapped with more workers than cores, or from machines
+    that differ, is labelled as such; runs one after another on one machine are not."""
+
+    def runs(starts: list[str], stops: list[str], cores: list[float]) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "run": ["a", "b"],
+                "env": ["Lander", "Lander"],
+                "workers": [2, 2],
+                "host_name": ["vm", "vm"],
+                "host_cpu": ["EPYC", "EPYC"],
+                "host_cpu_count": cores,
+                "start_time": starts,
+                "stop_time": stops,
+            }
+        )
+
+    day = "2026-11-25T"
+    apart = runs(
+        [day + "01:00:00", day + "02:00:00"], [day + "01:30:00", day + "02:30:00"], [2.0, 2.0]
+    )
+    assert audit.machine_warnings(apart) == []
+    together = runs(
+        [day + "01:00:00", day + "01:10:00"], [day + "01:30:00", day + "01:40:00"], [2.0, 2.0]
+    )
+    (line,) = audit.machine_warnings(together)
+    assert "up to 2 runs" in line and "4 workers on 2 cores" in line and "loaded machine" in line
+    unlike = runs(
+        [day + "01:00:00", day + "02:00:00"], [day + "01:30:00", day + "02:30:00"], [2.0, 16.0]
+    )
+    (line,) = audit.machine_warnings(unlike)
+    assert "unlike machines" in line and "16 CPUs" in line
 
 
 def test_statistics_follow_the_number_of_runs() -> None:
@@ -624,7 +648,7 @@ def test_report_shows_time_to_target_and_model(sweep_runs: Path, tmp_path: Path)
     out = tmp_path / "report"
     assert main(["report", str(runs), "--out", str(out), "--map-runs", "0"]) == 0
     section = _section((out / "report.md").read_text(), "Scaling with workers")
-    rows = _table_rows(section, "| series | W |")
+    rows = markdown_rows(section, "| series | W |")
     assert [r["W"] for r in rows] == ["1", "2"]
     assert rows[0]["time to target s (median)"] == "3.0 (confirmed)"
     assert rows[1]["model speed-up"] == f"{1 / (0.25 + 0.75 / 2):.2f}"

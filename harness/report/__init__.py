@@ -6,10 +6,13 @@ Writes into ``DIR``: ``report.md`` (with the PNGs beside it), a self-contained
 ``summary.csv`` (one row per run, with its group and scores).
 
 What a report holds, in order: a title line with the runs per group and the
-budget; warnings when groups' used budgets differ by more than 10% or a run
-overran its budget; a generated, caveated conclusion per env (who leads at
+budget; its result: a generated, caveated conclusion per env (who leads at
 equal timesteps and at equal wall-clock, and whether the intervals allow
-saying so); the settings behind every curve; requested and used budgets
+saying so) with the main curve and the scores at the common budget; warnings
+when the runs come from unlike machines or ran side by side with more workers
+than cores (wall-clock then is the machine's load), when groups' used budgets
+differ by more than 10% or a run overran its budget; the report's own note
+(``--note``); the settings behind every curve; requested and used budgets
 (timesteps, wall-clock, CPU-seconds, cores); scores at the common budget and
 at the end of each run; eval return against timesteps (with published anchors
 from ``experiments/anchors.yaml``) and against wall-clock; performance profiles
@@ -51,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--title",
         default=None,
         help="report title (default: from the runs); runs per group and budget are appended",
+    )
+    parser.add_argument(
+        "--note",
+        default=None,
+        metavar="TEXT",
+        help="a paragraph of the report's own (what the runs are, how they were made), "
+        "placed after its result",
     )
     parser.add_argument(
         "--map-runs",
@@ -101,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
             map_runs=args.map_runs,
             statuses=statuses,
             map_method="umap" if args.umap else "pca",
+            note=args.note,
         )
     except (ReportError, UnreadableRun) as error:
         raise UsageError(str(error)) from None

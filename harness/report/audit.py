@@ -21,6 +21,7 @@ host's core count. Warnings (shown at the top of a report):
 
 from __future__ import annotations
 
+import datetime
 import math
 from typing import Any
 
@@ -191,3 +192,71 @@ def flat_fitness_warnings(steps: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
             "from this start; another seed, a larger sigma or an undiscretised policy may."
         )
     return warnings
+
+
+def _moment(stamp: Any) -> float | None:
+    """An ISO time as seconds since the epoch; None when absent or unreadable."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
+
+
+def _most_at_once(frame: pd.DataFrame) -> tuple[int, int]:
+    """The most runs, and the most workers, of ``frame`` running at one moment."""
+    events: list[tuple[float, int, int]] = []
+    for _, row in frame.iterrows():
+        start, stop = _moment(row.get("start_time")), _moment(row.get("stop_time"))
+        if start is None or stop is None or stop <= start:
+            continue
+        workers = row.get("workers")
+        width = int(workers) if isinstance(workers, (int, float)) and workers == workers else 1
+        events += [(start, 1, max(1, width)), (stop, -1, -max(1, width))]
+    runs = workers = most_runs = most_workers = 0
+    for _, step, width in sorted(events, key=lambda e: (e[0], e[1])):
+        runs += step
+        workers += width
+        most_runs, most_workers = max(most_runs, runs), max(most_workers, workers)
+    return most_runs, most_workers
+
+
+def machine_key(row: pd.Series) -> str:
+    """A machine as the runs recorded it: host name, CPU model and CPU count."""
+    count = row.get("host_cpu_count")
+    cpus = f"{int(count)} CPUs" if isinstance(count, float) and count == count else "? CPUs"
+    return f"{row.get('host_name') or '?'} ({row.get('host_cpu') or '?'}, {cpus})"
+
+
+def machine_warnings(runs: pd.DataFrame) -> list[str]:
+    """Wall-clock and CPU-seconds that do not measure the algorithms alone, per env.
+
+    Named when the env's runs come from unlike machines (host, CPU model or CPU count
+    differ), or when runs of this report ran side by side on one machine with more
+    workers at once than it has cores (a sweep's jobs x workers above the cores, say).
+    Load from anything outside the report (other studies, other users) leaves no trace
+    in these records, so no warning is no proof of an idle machine.
+    """
+    out: list[str] = []
+    all_keys = runs.apply(machine_key, axis=1) if len(runs) else pd.Series(dtype=str)
+    for env, env_runs in runs.groupby("env", sort=True):
+        keys = all_keys[env_runs.index]
+        if keys.nunique() > 1:
+            out.append(
+                f"**{env}**: runs come from unlike machines ({'; '.join(sorted(keys.unique()))}): "
+                "wall-clock and CPU-seconds compare only between runs of one machine."
+            )
+        for key, frame in env_runs.groupby(keys, sort=True):
+            cores = frame["host_cpu_count"].dropna()
+            if cores.empty:
+                continue
+            most_runs, most_workers = _most_at_once(runs[all_keys == key])
+            if most_runs > 1 and most_workers > int(cores.max()):
+                out.append(
+                    f"**{env}**: up to {most_runs} runs of this report ran at once on {key} "
+                    f"with {most_workers} workers on {int(cores.max())} cores: its wall-clock, "
+                    "time-to-target and CPU-second figures are a loaded machine's, not a "
+                    "measurement of the algorithms; compare at equal timesteps."
+                )
+    return out

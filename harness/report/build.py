@@ -22,6 +22,8 @@ from harness.report import data as d
 from harness.report.render import Document, Section, slug, to_html, to_markdown
 
 OUTPUTS = ("report.md", "report.html", "runs.csv", "summary.csv")
+#: The run archive a committed report carries beside its outputs.
+ARCHIVE_NAME = "runs.tar.xz"
 #: Per-run score columns added to the runs frame.
 SCORE_T = "score_common_timesteps"
 SCORE_W = "score_common_wall"
@@ -29,6 +31,9 @@ SCORE_END = "final_eval_return"
 SETTINGS_TITLE = "Settings behind every curve"
 APPENDIX_SETTINGS = "Appendix A: every setting of every group"
 APPENDIX_COMMANDS = "Appendix B: commands that reproduce each run"
+RESULT_TITLE = "Result"
+SCORES_TITLE = "Scores at the common budget"
+CURVE_TITLE = "Evaluation return against timesteps"
 
 
 class ReportError(ValueError):
@@ -124,14 +129,17 @@ class ReportBuilder:
         return ", ".join(keys)
 
     # -- sections ------------------------------------------------------------------------
-    def conclusions(self) -> Section:
-        section = Section("Conclusions")
+    def result(self, curve: Section) -> Section:
+        """The report's opening: one generated conclusion per env, the main curve beside
+        the scores at the common budget; warnings and details follow it."""
+        section = Section(RESULT_TITLE)
         section.paragraphs.append(
             "Generated from the numbers below, one line per env: who leads at equal "
             "timesteps (the common budget) and at equal wall-clock, with the number of runs "
             "and whether the 95% intervals of the mean overlap. A lead is called only when "
             f"they do not; groups of fewer than {stats.MIN_RUNS_INTERVAL} runs have no "
-            "interval, so their comparison is inconclusive by rule."
+            "interval, so their comparison is inconclusive by rule. Wall-clock leads hold "
+            "only for the machine and load named under Warnings."
         )
         lines = []
         for env in sorted(self.runs["env"].astype(str).unique()):
@@ -158,6 +166,15 @@ class ReportBuilder:
                 text += " Caveats: " + "; ".join(caveats) + "."
             lines.append(text)
         section.paragraphs.append("\n".join(lines))
+        section.images += curve.images[:1]
+        if not self.stats_t.empty:
+            section.tables.append(
+                (
+                    "Scores at the common budget (details in "
+                    f"[{SCORES_TITLE}](#{slug(SCORES_TITLE)})). " + d.caption(self.runs),
+                    tables.score_table(self.stats_t),
+                )
+            )
         return section
 
     def _caveats(self, env: str) -> list[str]:
@@ -181,7 +198,12 @@ class ReportBuilder:
                 f"{float(cpu.max()):.1f} ({cpu.idxmax()}), so equal wall-clock is not equal compute"
             )
         if any(f"**{env}**" in w for w in audit.budget_warnings(env_runs)):
-            caveats.append("budgets are uneven (see the warnings at the top)")
+            caveats.append("budgets are uneven (see the warnings)")
+        if any(f"**{env}**" in w for w in audit.machine_warnings(self.runs)):
+            caveats.append(
+                "wall-clock comes from loaded or unlike machines (see the warnings), so a "
+                "wall-clock lead is not a measurement of the algorithms"
+            )
         seeds = env_runs.groupby(d.GROUP)["run"].nunique()
         if seeds.max() < stats.MIN_RUNS_INTERVAL:
             caveats.append(
@@ -218,7 +240,7 @@ class ReportBuilder:
         return section
 
     def scores_common(self) -> Section:
-        section = Section("Scores at the common budget")
+        section = Section(SCORES_TITLE)
         budgets = ", ".join(f"{env}: {_short(v)} timesteps" for env, v in self.until_t.items())
         section.paragraphs.append(
             "Score of a run: its evaluation return interpolated at the env's common budget "
@@ -366,6 +388,14 @@ class ReportBuilder:
                 "Training wall-clock since the run started (evaluation included), on the "
                 "machine named in the caption; aggregate curves end at the common wall-clock."
             )
+            loaded = audit.machine_warnings(self.runs)
+            if loaded:
+                section.paragraphs.append(
+                    "**Loaded or unlike machines:** "
+                    + " ".join(w.replace("**", "") for w in loaded)
+                    + " Read this figure as the record of those machines, not as a measured "
+                    "difference between the algorithms."
+                )
         return section
 
     def fitness(self) -> Section:
@@ -551,7 +581,7 @@ class ReportBuilder:
             if self.figure(
                 section,
                 fig,
-                f"{prefix}_{_safe(row['run'])}.png",
+                f"{prefix}_{_safe(str(row['env']))}_{_safe(str(row['algo']))}.png",
                 f"{name} map of run {row['run']}",
             ):
                 drawn += 1
@@ -663,14 +693,16 @@ def build_report(
     statuses: Sequence[str] = ("COMPLETED",),
     map_method: str = "pca",
     anchors_file: Path | None = None,
+    note: str | None = None,
 ) -> Path:
     """Write the report for the runs under ``paths`` into ``out``; return ``report.md``'s path.
 
-    ``map_method`` is ``pca`` (default, fast) or ``umap``. Raises :class:`ReportError`
-    when there is nothing to report (then nothing is written).
+    ``map_method`` is ``pca`` (default, fast) or ``umap``; ``note`` is a paragraph of the
+    report's own (what the runs are, how they were made) placed after its result. Raises
+    :class:`ReportError` when there is nothing to report (then nothing is written).
     """
     with _one_blas_thread():
-        return _build_report(paths, out, title, map_runs, statuses, map_method, anchors_file)
+        return _build_report(paths, out, title, map_runs, statuses, map_method, anchors_file, note)
 
 
 @contextlib.contextmanager
@@ -700,11 +732,14 @@ def _report_command(
     map_runs: int,
     statuses: Sequence[str],
     map_method: str,
+    note: str | None = None,
 ) -> str:
     """The ``harness report`` command line that draws this report again, every flag given."""
     parts = ["harness report", *map(str, paths), f"--out {out}"]
     if title:
         parts.append(f"--title {shlex.quote(title)}")
+    if note:
+        parts.append("--note NOTE")
     if map_runs != 2:
         parts.append(f"--map-runs {map_runs}")
     if map_method == "umap":
@@ -722,6 +757,7 @@ def _build_report(
     statuses: Sequence[str],
     map_method: str,
     anchors_file: Path | None,
+    note: str | None = None,
 ) -> Path:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -747,17 +783,22 @@ def _build_report(
         raise ReportError(str(error)) from None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    archived = any(rundir.is_run_archive(Path(p)) for p in paths)
     if (out / "report.md").exists():
         for stale in out.glob("*.png"):
             stale.unlink()
     builder = ReportBuilder(selected, out, map_runs, map_method, anchors)
     runs = builder.runs
 
-    command = _report_command(paths, out, title, map_runs, statuses, map_method)
+    command = _report_command(paths, out, title, map_runs, statuses, map_method, note)
     intro = [
+        *([note] if note else []),
         f"Generated by `{command}` from "
         f"{len(runs)} stored run(s); every figure and table is drawn from the run records "
-        "(Sacred FileStorage directories), none from a rerun.",
+        "(Sacred FileStorage directories"
+        + (" packed in a run archive" if archived else "")
+        + "), none from a rerun."
+        + (" NOTE is the paragraph above." if note else ""),
         "- Environments: " + _code_list(sorted(runs["env"].astype(str).unique())) + "\n"
         "- Groups: " + str(runs.groupby(["env", d.GROUP]).ngroups) + " (" + d.n_text(runs) + ")\n"
         "- Algorithms: " + _code_list(sorted(runs["algo"].astype(str).unique())) + "\n"
@@ -767,21 +808,43 @@ def _build_report(
         "- Sweeps: "
         + (_code_list(sorted(runs["sweep"].dropna().astype(str).unique())) or "none (single runs)"),
         stats.RULE_TEXT,
-        "Data: [runs.csv](runs.csv) (tidy, one row per run and step: config columns and every "
-        "metric; evaluations are sparse, NaN between them) and [summary.csv](summary.csv) "
-        "(one row per run, with its group, scores and CPU-seconds).",
+        "Data: [summary.csv](summary.csv) (one row per run, with its group, scores and "
+        "CPU-seconds) and runs.csv (tidy, one row per run and step: config columns and every "
+        "metric; evaluations are sparse, NaN between them), written beside this file"
+        + (
+            "; the run records themselves are in [runs.tar.xz](runs.tar.xz) (config, run, "
+            "metrics and summary of every run; `harness report runs.tar.xz --out DIR` reads it)."
+            if (out / ARCHIVE_NAME).is_file()
+            else "."
+        ),
     ]
+    rebuilt = sorted(
+        {
+            str(record.run.get("rebuilt_from_tables", {}).get("by"))
+            for record in selected.records.values()
+            if isinstance(record.run.get("rebuilt_from_tables"), dict)
+        }
+    )
+    if rebuilt:
+        intro.append(
+            "These run records were rebuilt from the tables (runs.csv, summary.csv) of an "
+            f"earlier drawing of this report by `{', '.join(rebuilt)}`, the original run "
+            "directories being gone: configs, metrics, statuses, hosts, times and summaries as "
+            "those tables held them. They hold no population logs or final parameters, so no "
+            "map of visited models is drawn, and runs the earlier report left out are absent; "
+            "each run's earlier label is in its `run.json` (`rebuilt_from_tables`)."
+        )
     if table.skipped:
         intro.append("Skipped damaged run directories: " + "; ".join(table.skipped) + ".")
 
+    curve = builder.curves("timesteps", "eval_vs_timesteps.png", CURVE_TITLE)
     sections = [
-        builder.conclusions(),
         builder.settings_section(),
         builder.budgets(),
         builder.scores_common(),
         builder.thresholds(),
         builder.scores_end(),
-        builder.curves("timesteps", "eval_vs_timesteps.png", "Evaluation return against timesteps"),
+        curve,
         builder.curves(
             "wall_time_s", "eval_vs_wallclock.png", "Evaluation return against wall-clock"
         ),
@@ -799,7 +862,10 @@ def _build_report(
         title_line(title or _default_title(runs), runs),
         intro,
         [s for s in sections if s is not None],
-        warnings=audit.budget_warnings(runs) + audit.flat_fitness_warnings(selected.steps, runs),
+        warnings=audit.machine_warnings(runs)
+        + audit.budget_warnings(runs)
+        + audit.flat_fitness_warnings(selected.steps, runs),
+        lead=[builder.result(curve)],
     )
     (out / "report.md").write_text(to_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc, out), encoding="utf-8")

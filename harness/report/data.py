@@ -475,7 +475,9 @@ def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame)
 
     ``cpu_seconds`` comes from ``summary.json`` (or the last logged ``cpu_seconds``
     metric); runs recorded before the runner measured it have NaN. ``n_params`` is the
-    size of ``final_params.npy``, else SB3's count or the policy spec's. The
+    size of ``final_params.npy``, else the summary's ``n_params`` (a run archive rebuilt
+    from a report's tables keeps the count, not the parameters), SB3's count or the
+    policy spec's. The
     ``target`` block and ``time_breakdown`` of ``summary.json`` become
     ``time_to_target_s`` (the confirmed time when present; else, for a run that did not
     confirm crossings, ``confirm_episodes`` 0 or unrecorded, the first crossing; named in
@@ -495,8 +497,9 @@ def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame)
         if not _present(cpu):
             cpu = float(last_cpu.get(row["run"], math.nan))
         n_params = _float(row.get("n_params"))
-        if not _present(n_params):
-            n_params = _float(summary.get("sb3_num_params"))
+        for key in ("n_params", "sb3_num_params"):
+            if not _present(n_params):
+                n_params = _float(summary.get(key))
         if not _present(n_params) and spec:
             n_params = _spec_params(spec)
         extra: dict[str, Any] = {

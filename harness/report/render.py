@@ -36,8 +36,10 @@ class Document:
     title: str
     intro: list[str]
     sections: list[Section]
-    #: Shown first, in a box: things a reader must know before trusting a number.
+    #: Shown after the lead, in a box: things a reader must know before trusting a number.
     warnings: list[str] = field(default_factory=list)
+    #: Shown first, under the title: the result (conclusions, main curve, summary table).
+    lead: list[Section] = field(default_factory=list)
 
 
 def slug(title: str) -> str:
@@ -48,6 +50,8 @@ def slug(title: str) -> str:
 
 def to_markdown(doc: Document) -> str:
     out = [f"# {doc.title}", ""]
+    for section in doc.lead:
+        out += _markdown_section(section)
     if doc.warnings:
         out += ["> **Warnings**", ">"]
         out += [f"> - {line}" for line in doc.warnings]
@@ -55,22 +59,27 @@ def to_markdown(doc: Document) -> str:
     for paragraph in doc.intro:
         out += [paragraph, ""]
     for section in doc.sections:
-        out += [f"## {section.title}", ""]
-        for paragraph in section.paragraphs:
-            out += [paragraph, ""]
-        for name, alt in section.images:
-            out += [f"![{alt}]({name})", ""]
-        for table_caption, table in section.tables:
-            if table_caption:
-                out += [f"*{table_caption}*", ""]
-            out += [markdown_table(table), ""]
-        for code_caption, text in section.code:
-            if code_caption:
-                out += [f"*{code_caption}*", ""]
-            out += ["```sh", text, "```", ""]
-        for paragraph in section.after:
-            out += [paragraph, ""]
+        out += _markdown_section(section)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _markdown_section(section: Section) -> list[str]:
+    out = [f"## {section.title}", ""]
+    for paragraph in section.paragraphs:
+        out += [paragraph, ""]
+    for name, alt in section.images:
+        out += [f"![{alt}]({name})", ""]
+    for table_caption, table in section.tables:
+        if table_caption:
+            out += [f"*{table_caption}*", ""]
+        out += [markdown_table(table), ""]
+    for code_caption, text in section.code:
+        if code_caption:
+            out += [f"*{code_caption}*", ""]
+        out += ["```sh", text, "```", ""]
+    for paragraph in section.after:
+        out += [paragraph, ""]
+    return out
 
 
 _INLINE = [
@@ -144,24 +153,31 @@ def to_html(doc: Document, folder: Path) -> str:
         f"<title>{html.escape(doc.title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(doc.title)}</h1>",
     ]
+    for section in doc.lead:
+        parts += _html_section(section, folder)
     if doc.warnings:
         items = "".join(f"<li>{_inline(line)}</li>" for line in doc.warnings)
         parts.append(f'<div class="warnings"><strong>Warnings</strong><ul>{items}</ul></div>')
     parts += [_paragraph(p) for p in doc.intro]
     for section in doc.sections:
-        parts.append(f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>')
-        parts += [_paragraph(p) for p in section.paragraphs]
-        for name, alt in section.images:
-            data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
-            parts.append(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">')
-        for table_caption, table in section.tables:
-            if table_caption:
-                parts.append(f'<p class="caption">{_inline(table_caption)}</p>')
-            parts.append(f'<div class="table-wrap">{_html_table(table)}</div>')
-        for code_caption, text in section.code:
-            if code_caption:
-                parts.append(f'<p class="caption">{_inline(code_caption)}</p>')
-            parts.append(f"<pre><code>{html.escape(text)}</code></pre>")
-        parts += [_paragraph(p) for p in section.after]
+        parts += _html_section(section, folder)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _html_section(section: Section, folder: Path) -> list[str]:
+    parts = [f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>']
+    parts += [_paragraph(p) for p in section.paragraphs]
+    for name, alt in section.images:
+        data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
+        parts.append(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">')
+    for table_caption, table in section.tables:
+        if table_caption:
+            parts.append(f'<p class="caption">{_inline(table_caption)}</p>')
+        parts.append(f'<div class="table-wrap">{_html_table(table)}</div>')
+    for code_caption, text in section.code:
+        if code_caption:
+            parts.append(f'<p class="caption">{_inline(code_caption)}</p>')
+        parts.append(f"<pre><code>{html.escape(text)}</code></pre>")
+    parts += [_paragraph(p) for p in section.after]
+    return parts

@@ -8,6 +8,7 @@ number of runs cannot support is "n too small" (the rule is in
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -131,3 +132,19 @@ def markdown_table(frame: pd.DataFrame) -> str:
     for row in frame.itertuples(index=False):
         lines.append("| " + " | ".join(cell(v) for v in row) + " |")
     return "\n".join(lines)
+
+
+def markdown_rows(markdown: str, header_start: str) -> list[dict[str, str]]:
+    """The rows of the first Markdown table in ``markdown`` whose header line starts with
+    ``header_start``, as {column: cell text}: what :func:`markdown_table` wrote, read back
+    (escaped pipes stay inside their cell)."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        rows.append(dict(zip(header, cells, strict=True)))
+    return rows
