@@ -66,6 +66,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -78,6 +79,8 @@ from envs.reward_shaping import RewardTransform, shape_training_reward
 
 #: SeedSequence stream of the env seeds used when training resumes from a checkpoint.
 STREAM_RESUME_ENVS = 100
+#: The run artifact holding the trained SB3 model (``model.save``).
+MODEL_ZIP = "model.zip"
 
 
 def _validate_common(config: Any) -> None:
@@ -323,14 +326,34 @@ class SB3Algorithm(Algorithm):
 
     family = "rl"
     sb3_class_name: ClassVar[str]
+    #: the package that defines ``sb3_class_name`` (sb3-contrib's TQC, RecurrentPPO)
+    sb3_module: ClassVar[str] = "stable_baselines3"
+    sb3_policy: ClassVar[str] = "MlpPolicy"
+    #: whether ``policy.kind=lstm`` is accepted (sb3-contrib's RecurrentPPO)
+    accepts_lstm: ClassVar[bool] = False
+    #: whether only Box action spaces can be learned (SAC, TD3, TQC)
+    continuous_actions_only: ClassVar[bool] = False
+    #: config fields that are the harness's, not the SB3 constructor's
+    harness_only: ClassVar[tuple[str, ...]] = (
+        "updates_per_step",
+        "vec_env",
+        "log_std_init",
+        "normalize",
+        "n_envs",
+        "net_arch",
+        "activation",
+        "ortho_init",
+        "learning_rate_decay_timesteps",
+        "time_feature",
+    )
 
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:
         super().check_config(config)
-        if config["policy"].get("kind") == "lstm":
+        if config["policy"].get("kind") == "lstm" and not cls.accepts_lstm:
             raise ValueError(
                 f"{cls.name} needs a feed-forward policy, got policy.kind=lstm (an LSTM needs "
-                "sb3-contrib's RecurrentPPO, not installed): use --set policy.kind=mlp"
+                "sb3-contrib's RecurrentPPO: --algo recurrent-ppo): use --set policy.kind=mlp"
             )
         transform = str(config.get("reward_transform") or "none")
         if RewardTransform.parse(transform).anneals:
@@ -344,7 +367,11 @@ class SB3Algorithm(Algorithm):
         config.validate()
         spec = context.policy_spec
         self.check_config({"policy": {"kind": spec.kind}})
-        if config.use_sde and spec.action_kind != "box":
+        if self.continuous_actions_only and spec.action_kind != "box":
+            raise ValueError(
+                f"{self.name} needs a Box (continuous) action space; {context.env_name} is discrete"
+            )
+        if getattr(config, "use_sde", False) and spec.action_kind != "box":
             raise ValueError(f"use_sde needs a Box action space; {context.env_name} is discrete")
         if spec.discretize:
             print(
@@ -412,20 +439,8 @@ class SB3Algorithm(Algorithm):
 
     def _sb3_kwargs(self) -> dict[str, Any]:
         cfg = asdict(self.config)
-        harness_only = (
-            "updates_per_step",
-            "vec_env",
-            "log_std_init",
-            "normalize",
-            "n_envs",
-            "net_arch",
-            "activation",
-            "ortho_init",
-            "learning_rate_decay_timesteps",
-            "time_feature",
-        )
-        for key in harness_only:
-            cfg.pop(key)
+        for key in self.harness_only:
+            cfg.pop(key, None)
         if self.config.learning_rate_decay_timesteps:
             from stable_baselines3.common.utils import LinearSchedule
 
@@ -433,16 +448,16 @@ class SB3Algorithm(Algorithm):
         return cfg
 
     def _sb3_class(self) -> Any:
-        import stable_baselines3
+        import importlib
 
         if self.sb3_class_name not in _SB3_CLASSES:
-            base = getattr(stable_baselines3, self.sb3_class_name)
+            base = getattr(importlib.import_module(self.sb3_module), self.sb3_class_name)
             _SB3_CLASSES[self.sb3_class_name] = _sb3_subclass(base)
         return _SB3_CLASSES[self.sb3_class_name]
 
     def _build_model(self) -> Any:
         model = self._sb3_class()(
-            "MlpPolicy",
+            self.sb3_policy,
             self.vec_env,
             policy_kwargs=self._policy_kwargs(),
             device="cpu",
@@ -459,10 +474,14 @@ class SB3Algorithm(Algorithm):
         self.model.set_logger(Logger(folder=None, output_formats=[]))
 
     # -- one chunk ------------------------------------------------------------------------
+    def chunk_timesteps(self) -> int:
+        """Env timesteps of one :meth:`step` (one ``learn`` call)."""
+        return int(self.config.n_steps * self.config.n_envs * self.config.updates_per_step)
+
     def step(self) -> StepRecord:
         collector = _episode_collector()
         before = int(self.model.num_timesteps)
-        chunk = self.config.n_steps * self.config.n_envs * self.config.updates_per_step
+        chunk = self.chunk_timesteps()
         started = time.perf_counter()
         with self.rngs.active():
             self.model.learn(
@@ -510,9 +529,15 @@ class SB3Algorithm(Algorithm):
             for k, seed in enumerate(env_seeds):
                 obs, _ = env.reset(seed=int(seed))
                 total, steps, done = 0.0, 0, False
+                state = None  # a recurrent policy's hidden state (None for the others)
                 while not done and (cap is None or steps < cap):
                     seen = self.vec_env.normalize_obs(obs) if self.config.normalize else obs
-                    action, _ = self.model.predict(seen, deterministic=True)
+                    action, state = self.model.predict(
+                        seen,
+                        state=state,
+                        episode_start=np.array([steps == 0]),
+                        deterministic=True,
+                    )
                     obs, reward, terminated, truncated, _ = env.step(action)
                     total += float(reward)
                     steps += 1
@@ -560,6 +585,11 @@ class SB3Algorithm(Algorithm):
         rng = stream_rng(self.context.seed, STREAM_RESUME_ENVS, int(state["num_timesteps"]))
         self.vec_env.seed(int(rng.integers(0, SEED_BOUND - self.config.n_envs)))
         self.rngs.states = state["rngs"]
+
+    def export_files(self, folder: Path) -> list[str]:
+        """Write the trained model as SB3's ``model.zip`` (loadable by ``CLASS.load``)."""
+        self.model.save(folder / MODEL_ZIP)
+        return [MODEL_ZIP]
 
     def artifacts(self) -> dict[str, Any]:
         return {
