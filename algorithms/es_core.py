@@ -310,7 +310,8 @@ def plain_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
 
 def pgpe_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
     """PGPE's ``sum_i (r+ - r-)/2 eps_i / n`` with ``eps = sigma z``: ``sigma * g``."""
-    return (np.float32(sigma) * g if np.isscalar(sigma) else sigma * g).astype(np.float32)
+    scale = sigma if isinstance(sigma, np.ndarray) else np.float32(sigma)
+    return (scale * g).astype(np.float32)
 
 
 def snes_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:

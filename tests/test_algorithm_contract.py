@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from algorithms.registry import algorithm_names
+from algorithms.registry import algorithm_names, get_algorithm
 from harness import cli
 from harness.runner import COMMON_METRICS
 from tests.conftest import only_run_dir, read_run
@@ -28,7 +28,20 @@ TINY: dict[str, list[str]] = {
     "nevergrad-es": ["population=10"],
     "ng:CMA": ["population=10"],
     "ng:TwoPointsDE": ["population=10"],
+    "pgpe": ["population=10"],
+    # off-policy: 1000 random steps, then ~500 small gradient steps
+    "sac": ["learning_starts=1000", "batch_size=32", "net_arch=[16]", "chunk_timesteps=500"],
+    "tqc": ["learning_starts=1000", "batch_size=32", "net_arch=[16]", "chunk_timesteps=500"],
+    "td3": ["learning_starts=1000", "batch_size=32", "net_arch=[16]", "chunk_timesteps=500"],
+    "recurrent-ppo": ["n_steps=128", "batch_size=64", "n_epochs=2", "net_arch=[]"],
 }
+
+
+def env_for(algo: str) -> str:
+    """CartPole, or Pendulum for an algorithm that learns continuous actions only."""
+    continuous = getattr(get_algorithm(algo), "continuous_actions_only", False)
+    return "Pendulum" if continuous else "CartPole"
+
 
 BUDGET = 1500
 
@@ -40,7 +53,7 @@ def _is_timing(name: str) -> bool:
 def run_algorithm(
     runs_dir: Path, algo: str, *extra: str, seed: int = 0, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Path, dict[str, Any]]:
-    """One tiny CartPole run through the CLI; returns its directory and records."""
+    """One tiny CartPole (or Pendulum) run through the CLI; returns its directory and records."""
     monkeypatch.setenv("HARNESS_PROGRESS", "0")
     sets = [arg for knob in TINY.get(algo, []) for arg in ("--set", knob)]
     argv = [
@@ -48,7 +61,7 @@ def run_algorithm(
         "--algo",
         algo,
         "--env",
-        "CartPole",
+        env_for(algo),
         "--timesteps",
         str(BUDGET),
         "--seed",
@@ -63,7 +76,7 @@ def run_algorithm(
         *sets,
         *extra,
     ]
-    if "--backend" not in extra and algo not in ("ppo", "a2c"):  # RL refuses ES-only flags
+    if "--backend" not in extra and get_algorithm(algo).family == "es":  # RL refuses ES flags
         argv += ["--backend", "inline"]
     assert cli.main(argv) == 0
     run_dir = only_run_dir(runs_dir)
