@@ -107,6 +107,8 @@ def test_algorithm_completes_with_common_metrics_and_repeats_exactly(
     assert np.isfinite(metrics["eval_return_mean"]["values"]).all()
     params = np.load(run_dir / "final_params.npy")
     assert params.dtype == np.float32 and np.isfinite(params).all()
+    if get_algorithm(algo).family == "rl":  # SB3's own export, loadable by CLASS.load
+        assert (run_dir / "model.zip").stat().st_size > 0
 
     _, second = run_algorithm(tmp_path / "b", algo, seed=7, monkeypatch=monkeypatch)
     assert deterministic(first["metrics"]) == deterministic(second["metrics"])
