@@ -62,6 +62,8 @@ from algorithms.es_core import (
     FitnessShaping,
     MirroredES,
     MirroredSampler,
+    Sigma,
+    SigmaRule,
     centered_ranks,
     make_update_rule,
     reward_std_scaled,
@@ -375,6 +377,36 @@ class OptimES(Algorithm):
             config.beta2,
             config.top_directions,
             config.fitness_shaping,
+        )
+
+    def _core(
+        self,
+        centre: np.ndarray,
+        sigma: Sigma,
+        population: int,
+        sigma_rule: SigmaRule,
+        centre_gradient: str,
+    ) -> MirroredES:
+        """A core with this config's shaping, update rule and L2, for PGPE and SNES."""
+        config = self.config
+        return MirroredES(
+            centre,
+            self.noise,
+            sigma,
+            sampler=MirroredSampler(population),
+            shaping=FitnessShaping(config.fitness_shaping, config.top_directions),
+            update=make_update_rule(
+                config.optimizer,
+                centre.size,
+                config.learning_rate,
+                momentum=config.momentum,
+                beta1=config.beta1,
+                beta2=config.beta2,
+                max_speed=float(getattr(config, "max_speed", 0.0)),
+            ),
+            sigma_rule=sigma_rule,
+            centre_gradient=centre_gradient,
+            l2_coeff=config.l2_coeff,
         )
 
     def _training_limit(self) -> int | None:

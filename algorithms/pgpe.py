@@ -37,13 +37,7 @@ from typing import ClassVar
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_core import (
-    FitnessShaping,
-    MirroredES,
-    MirroredSampler,
-    PGPESigma,
-    make_update_rule,
-)
+from algorithms.es_core import MirroredES, PGPESigma
 from algorithms.optimes import OptimES, OptimESConfig
 from algorithms.registry import register
 
@@ -110,22 +104,10 @@ class PGPE(OptimES):
 
     def _build_strategy(self, centre: np.ndarray) -> MirroredES:
         config = self.config
-        return MirroredES(
+        return self._core(
             centre,
-            self.noise,
             initial_sigma(config, centre.size),
-            sampler=MirroredSampler(config.population),
-            shaping=FitnessShaping(config.fitness_shaping, config.top_directions),
-            update=make_update_rule(
-                config.optimizer,
-                centre.size,
-                config.learning_rate,
-                momentum=config.momentum,
-                beta1=config.beta1,
-                beta2=config.beta2,
-                max_speed=config.max_speed,
-            ),
-            sigma_rule=PGPESigma(config.sigma_learning_rate, config.sigma_max_change),
+            config.population,
+            PGPESigma(config.sigma_learning_rate, config.sigma_max_change),
             centre_gradient="pgpe",
-            l2_coeff=config.l2_coeff,
         )

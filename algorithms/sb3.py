@@ -83,17 +83,14 @@ STREAM_RESUME_ENVS = 100
 MODEL_ZIP = "model.zip"
 
 
-def _validate_common(config: Any) -> None:
-    for name in ("n_steps", "updates_per_step", "n_envs"):
-        value = getattr(config, name)
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+def validate_rl_common(config: Any) -> None:
+    """Checks every SB3 config shares (on- and off-policy); ValueError names the bad value."""
+    if config.n_envs < 1:
+        raise ValueError(f"n_envs must be >= 1, got {config.n_envs}")
     if not config.learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {config.learning_rate}")
     if not 0 < config.gamma <= 1:
         raise ValueError(f"gamma must be in (0, 1], got {config.gamma}")
-    if not 0 <= config.gae_lambda <= 1:
-        raise ValueError(f"gae_lambda must be in [0, 1], got {config.gae_lambda}")
     if config.vec_env not in ("auto", "dummy", "subproc"):
         raise ValueError(f"vec_env must be auto, dummy or subproc, got {config.vec_env!r}")
     if config.learning_rate_decay_timesteps < 0:
@@ -110,19 +107,25 @@ def _validate_common(config: Any) -> None:
         raise ValueError(f"net_arch must be a list of positive sizes, got {config.net_arch!r}")
 
 
+def _validate_common(config: Any) -> None:
+    for name in ("n_steps", "updates_per_step"):
+        value = getattr(config, name)
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    validate_rl_common(config)
+    if not 0 <= config.gae_lambda <= 1:
+        raise ValueError(f"gae_lambda must be in [0, 1], got {config.gae_lambda}")
+
+
 @dataclass(frozen=True)
-class SharedRLConfig:
-    """Knobs of both SB3 baselines that are the harness's, not SB3's constructor arguments."""
+class RLEnvConfig:
+    """Knobs of every SB3 baseline that are the harness's: envs, network, schedule."""
 
     n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
     net_arch: list[int] | None = doc(  # noqa: RUF009 - None is immutable; ruff sees a list
-        "hidden sizes of the separate actor and critic (null: the policy section's)", None
+        "hidden sizes of the separate actor and critic(s) (null: the policy section's)", None
     )
     activation: str | None = doc("tanh or relu (null: the policy section's)", None)
-    ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
-    sde_sample_freq: int = doc(
-        "gSDE: resample the noise matrix every N steps (-1: per rollout)", -1
-    )
     learning_rate_decay_timesteps: int = doc(
         "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
     )
@@ -132,6 +135,16 @@ class SharedRLConfig:
     vec_env: str = doc(
         "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
         "auto",
+    )
+
+
+@dataclass(frozen=True)
+class SharedRLConfig(RLEnvConfig):
+    """Knobs of both on-policy SB3 baselines that are the harness's, not SB3's arguments."""
+
+    ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
+    sde_sample_freq: int = doc(
+        "gSDE: resample the noise matrix every N steps (-1: per rollout)", -1
     )
 
 
@@ -419,7 +432,8 @@ class SB3Algorithm(Algorithm):
             vec_env = VecNormalize(vec_env, gamma=self.config.gamma)
         return vec_env
 
-    def _policy_kwargs(self) -> dict[str, Any]:
+    def _network(self) -> tuple[list[int], Any]:
+        """Hidden sizes and activation class: the config's, else the policy section's."""
         from torch import nn
 
         spec = self.context.policy_spec
@@ -428,9 +442,14 @@ class SB3Algorithm(Algorithm):
         else:
             net_arch = list(spec.hidden_sizes) if spec.kind == "mlp" else []
         activation = self.config.activation or spec.activation
+        return net_arch, nn.ReLU if activation == "relu" else nn.Tanh
+
+    def _policy_kwargs(self) -> dict[str, Any]:
+        spec = self.context.policy_spec
+        net_arch, activation_fn = self._network()
         kwargs: dict[str, Any] = {
             "net_arch": {"pi": net_arch, "vf": list(net_arch)},
-            "activation_fn": nn.ReLU if activation == "relu" else nn.Tanh,
+            "activation_fn": activation_fn,
             "ortho_init": self.config.ortho_init,
         }
         if spec.action_kind == "box":

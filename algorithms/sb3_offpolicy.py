@@ -17,7 +17,8 @@ torch thread, ``model.zip`` export). What differs:
 * a :meth:`~SB3Algorithm.step` is ``chunk_timesteps`` env steps (one ``learn`` call; a
   multiple of ``train_freq x n_envs`` keeps the zoo's update rhythm exactly);
 * ``net_arch`` is the actor's and each critic's hidden sizes (the zoo's
-  ``policy_kwargs=dict(net_arch=[400, 300])``), ``activation`` defaults to SB3's ReLU;
+  ``policy_kwargs=dict(net_arch=[400, 300])``); SB3's own defaults (256-256 or 400-300,
+  ReLU) are written out in ``experiments/defaults.yaml``'s ``default`` entry;
 * ``ent_coef`` is ``auto``, ``auto_INIT`` or a number, as SB3 and the zoo write it;
 * TD3's ``noise_type``/``noise_std`` are the zoo's names for a Gaussian (``normal``) or
   Ornstein-Uhlenbeck action noise of that standard deviation on every action dimension;
@@ -38,24 +39,16 @@ import numpy as np
 
 from algorithms.base import doc
 from algorithms.registry import register
-from algorithms.sb3 import SB3Algorithm
+from algorithms.sb3 import RLEnvConfig, SB3Algorithm, validate_rl_common
 
 NOISE_TYPES = ("none", "normal", "ornstein-uhlenbeck")
 
 
 @dataclass(frozen=True)
-class OffPolicyConfig:
+class OffPolicyConfig(RLEnvConfig):
     """Knobs every off-policy baseline shares (SB3 names where SB3 has one)."""
 
-    n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
-    net_arch: list[int] | None = doc(  # noqa: RUF009 - None is immutable; ruff sees a list
-        "hidden sizes of the actor and of each critic (null: the policy section's)", None
-    )
-    activation: str | None = doc("relu or tanh (null: relu, SB3's off-policy default)", None)
     learning_rate: float = doc("Adam step size of actor and critics", 3e-4)
-    learning_rate_decay_timesteps: int = doc(
-        "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
-    )
     buffer_size: int = doc("replay buffer capacity in transitions", 1_000_000)
     learning_starts: int = doc("env steps of random actions before the first update", 100)
     batch_size: int = doc("minibatch size of each gradient step", 256)
@@ -64,18 +57,12 @@ class OffPolicyConfig:
     train_freq: int = doc("env steps (per env) between two training phases", 1)
     gradient_steps: int = doc("gradient steps per training phase (-1: as many as env steps)", 1)
     normalize: bool = doc("VecNormalize: running normalisation of observations and rewards", False)
-    time_feature: bool = doc(
-        "append the remaining-time feature (sb3-contrib TimeFeatureWrapper)", False
-    )
-    vec_env: str = doc(
-        "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
-        "auto",
-    )
     chunk_timesteps: int = doc("env timesteps per harness step (one metrics row)", 1000)
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
-        for name in ("n_envs", "batch_size", "train_freq", "chunk_timesteps", "buffer_size"):
+        validate_rl_common(self)
+        for name in ("batch_size", "train_freq", "chunk_timesteps", "buffer_size"):
             value = getattr(self, name)
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
@@ -83,26 +70,8 @@ class OffPolicyConfig:
             raise ValueError(f"learning_starts must be >= 0, got {self.learning_starts}")
         if self.gradient_steps == 0 or self.gradient_steps < -1:
             raise ValueError(f"gradient_steps must be >= 1 or -1, got {self.gradient_steps}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
-        if not 0 < self.gamma <= 1:
-            raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
         if not 0 < self.tau <= 1:
             raise ValueError(f"tau must be in (0, 1], got {self.tau}")
-        if self.vec_env not in ("auto", "dummy", "subproc"):
-            raise ValueError(f"vec_env must be auto, dummy or subproc, got {self.vec_env!r}")
-        if self.activation not in (None, "tanh", "relu"):
-            raise ValueError(f"activation must be relu, tanh or null, got {self.activation!r}")
-        if self.net_arch is not None and (
-            not isinstance(self.net_arch, (list, tuple))
-            or not all(isinstance(n, int) and n > 0 for n in self.net_arch)
-        ):
-            raise ValueError(f"net_arch must be a list of positive sizes, got {self.net_arch!r}")
-        if self.learning_rate_decay_timesteps < 0:
-            raise ValueError(
-                "learning_rate_decay_timesteps must be >= 0, got "
-                f"{self.learning_rate_decay_timesteps}"
-            )
 
 
 def _check_ent_coef(value: str) -> None:
@@ -210,17 +179,8 @@ class SB3OffPolicy(SB3Algorithm):
         return int(self.config.chunk_timesteps)
 
     def _policy_kwargs(self) -> dict[str, Any]:
-        from torch import nn
-
-        spec = self.context.policy_spec
-        if self.config.net_arch is not None:
-            net_arch = list(self.config.net_arch)
-        else:
-            net_arch = list(spec.hidden_sizes) if spec.kind == "mlp" else []
-        kwargs: dict[str, Any] = {
-            "net_arch": net_arch,
-            "activation_fn": nn.Tanh if self.config.activation == "tanh" else nn.ReLU,
-        }
+        net_arch, activation_fn = self._network()
+        kwargs: dict[str, Any] = {"net_arch": net_arch, "activation_fn": activation_fn}
         if getattr(self.config, "use_sde", False):
             kwargs["log_std_init"] = self.config.log_std_init
         for key in ("n_quantiles", "n_critics"):

@@ -37,13 +37,7 @@ from typing import ClassVar
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_core import (
-    FitnessShaping,
-    MirroredES,
-    MirroredSampler,
-    SNESSigma,
-    make_update_rule,
-)
+from algorithms.es_core import MirroredES, SNESSigma
 from algorithms.optimes import OptimES, OptimESConfig
 from algorithms.pgpe import check_no_sigma_schedule
 from algorithms.registry import register
@@ -98,22 +92,10 @@ class SNES(OptimES):
 
     def _build_strategy(self, centre: np.ndarray) -> MirroredES:
         config, dim = self.config, centre.size
-        return MirroredES(
+        return self._core(
             centre,
-            self.noise,
             np.full(dim, config.sigma, dtype=np.float32),
-            sampler=MirroredSampler(config.population or default_population(dim)),
-            shaping=FitnessShaping(config.fitness_shaping, config.top_directions),
-            update=make_update_rule(
-                config.optimizer,
-                dim,
-                config.learning_rate,
-                momentum=config.momentum,
-                beta1=config.beta1,
-                beta2=config.beta2,
-                max_speed=config.max_speed,
-            ),
-            sigma_rule=SNESSigma(config.sigma_learning_rate or default_sigma_learning_rate(dim)),
+            config.population or default_population(dim),
+            SNESSigma(config.sigma_learning_rate or default_sigma_learning_rate(dim)),
             centre_gradient="snes",
-            l2_coeff=config.l2_coeff,
         )

@@ -34,6 +34,23 @@ PAIRS = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]
 Z = np.array([[0.0, 1.0], [3.0, 4.0]])
 #: Ranked: +z_0 best, -z_1 ... centred ranks [0.5, 1/6, -0.5, -1/6].
 FITNESS = np.array([4.0, 3.0, 1.0, 2.0])
+SIGMA = np.array([0.5, 2.0], dtype=np.float32)
+
+
+def told(shaping: FitnessShaping, update: Any, sigma_rule: Any, gradient: str) -> MirroredES:
+    """A core at centre 0 and sigma SIGMA after one tell of FITNESS on PAIRS."""
+    es = MirroredES(
+        np.zeros(2, np.float32),
+        TABLE,
+        SIGMA.copy(),
+        sampler=MirroredSampler(4),
+        shaping=shaping,
+        update=update,
+        sigma_rule=sigma_rule,
+        centre_gradient=gradient,
+    )
+    es.tell(PAIRS, FITNESS)
+    return es
 
 
 def test_clipup_normalises_the_gradient_and_clips_the_velocity() -> None:
@@ -48,18 +65,13 @@ def test_clipup_normalises_the_gradient_and_clips_the_velocity() -> None:
 
 def test_pgpe_step_equals_the_hand_computed_one() -> None:
     """Sehnke et al.'s symmetric-sampling gradients with EvoTorch's 1/n, ClipUp, 20% clip."""
-    sigma = np.array([0.5, 2.0], dtype=np.float32)
-    es = MirroredES(
-        np.zeros(2, np.float32),
-        TABLE,
-        sigma,
-        sampler=MirroredSampler(4),
-        shaping=FitnessShaping("centered_ranks"),
-        update=ClipUp(2, stepsize=0.3, max_speed=1.0),
-        sigma_rule=PGPESigma(learning_rate=0.1, max_change=0.2),
-        centre_gradient="pgpe",
+    sigma = SIGMA
+    es = told(
+        FitnessShaping("centered_ranks"),
+        ClipUp(2, stepsize=0.3, max_speed=1.0),
+        PGPESigma(learning_rate=0.1, max_change=0.2),
+        "pgpe",
     )
-    es.tell(PAIRS, FITNESS)
     ranks = np.array([0.5, 1 / 6, -0.5, -1 / 6])
     plus, minus = ranks[0::2], ranks[1::2]
     eps = sigma * Z  # the perturbations themselves
@@ -85,18 +97,13 @@ def test_nes_utilities_follow_the_papers_formula() -> None:
 
 def test_snes_step_equals_the_hand_computed_one() -> None:
     """Schaul et al. 2011, Algorithm 2, over the mirrored candidates s = +z_0, -z_0, +z_1, -z_1."""
-    sigma = np.array([0.5, 2.0], dtype=np.float32)
-    es = MirroredES(
-        np.zeros(2, np.float32),
-        TABLE,
-        sigma,
-        sampler=MirroredSampler(4),
-        shaping=FitnessShaping("nes"),
-        update=make_update_rule("sgd", 2, 1.0, momentum=0.0),
-        sigma_rule=SNESSigma(learning_rate=0.2),
-        centre_gradient="snes",
+    sigma = SIGMA
+    es = told(
+        FitnessShaping("nes"),
+        make_update_rule("sgd", 2, 1.0, momentum=0.0),
+        SNESSigma(learning_rate=0.2),
+        "snes",
     )
-    es.tell(PAIRS, FITNESS)
     u = nes_utilities(FITNESS).astype(np.float64)
     s = np.array([Z[0], -Z[0], Z[1], -Z[1]])
     grad_mu = u @ s
