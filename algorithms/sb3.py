@@ -1,6 +1,9 @@
 """Reinforcement-learning baselines from stable-baselines3: ``ppo`` and ``a2c``.
 
-Both run behind the same interface as the evolution strategies:
+Both run behind the same interface as the evolution strategies (and so do the off-policy
+``sac``, ``td3``, ``tqc`` of :mod:`algorithms.sb3_offpolicy` and ``recurrent-ppo`` of
+:mod:`algorithms.sb3_recurrent`, subclasses of :class:`SB3Algorithm`); every run exports
+the trained model as SB3's ``model.zip``:
 
 * environments come from :func:`envs.registry.make_env` (so ``PendulumPO`` is
   the zeroed-velocity env): ``n_envs`` of them, a hyperparameter with
@@ -21,7 +24,8 @@ Both run behind the same interface as the evolution strategies:
   whose mean is clipped to the bounds, not squashed by tanh, and adds a
   critic and a log-std; it is not the ES's 18-parameter policy exactly.
   ``discretize`` applies to ES policies only. LSTM policies need sb3-contrib's
-  RecurrentPPO, which is not a dependency: they are refused;
+  RecurrentPPO (``recurrent-ppo``, :mod:`algorithms.sb3_recurrent`): PPO and A2C refuse
+  them;
 * ``learning_rate_decay_timesteps > 0`` decays the learning rate linearly to
   zero over that many timesteps (the zoo's ``lin_X`` over its
   ``n_timesteps``), counted across the harness's chunked ``learn`` calls;
