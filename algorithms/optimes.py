@@ -42,7 +42,7 @@ import math
 import time
 import zlib
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -57,6 +57,20 @@ from algorithms.es_common import (
     new_time_counters,
     stream_rng,
 )
+from algorithms.es_core import (
+    Adam,
+    Candidate,
+    FitnessShaping,
+    MirroredES,
+    MirroredSampler,
+    Sigma,
+    SigmaRule,
+    centered_ranks,
+    make_update_rule,
+    reward_std_scaled,
+    sigma_summary,
+    top_pairs,
+)
 from algorithms.registry import register
 from envs.obs_norm import RunningStat
 from envs.policies import build_policy
@@ -64,111 +78,29 @@ from evaluation.backends import Evaluator
 from evaluation.noise import DEFAULT_NOISE_SIZE, NoiseSpec, NoiseTable
 from evaluation.protocol import Broadcast, EvalResult, EvalTask, ReplicaRef
 
+#: The core's parts that optimes' callers (tests, benches) import from here.
+__all__ = [
+    "Adam",
+    "Candidate",
+    "OpenAIES",
+    "OptimES",
+    "OptimESConfig",
+    "ReplicaUpdate",
+    "centered_ranks",
+    "reward_std_scaled",
+    "top_pairs",
+]
+
 SYNC_MODES = ("broadcast", "seeds")
 FITNESS_SHAPINGS = ("centered_ranks", "reward_std")
 
 
-def centered_ranks(fitness: np.ndarray) -> np.ndarray:
-    """Fitness shaping of section 2.1: ranks mapped linearly onto ``[-0.5, 0.5]``.
+class OpenAIES(MirroredES):
+    """Ask/tell core of OpenAI-ES/ARS built from :mod:`algorithms.es_core`'s parts.
 
-    Ties are broken by position (stable sort), so the result is deterministic.
+    Mirrored table indices, centred ranks (or ARS's reward-std on the top directions),
+    Adam or SGD on ``-grad + l2 theta``, one scalar sigma that only the run's schedule moves.
     """
-    flat = np.asarray(fitness).ravel()
-    ranks = np.empty(flat.size, dtype=np.float32)
-    ranks[np.argsort(flat, kind="stable")] = np.arange(flat.size, dtype=np.float32)
-    if flat.size > 1:
-        ranks /= flat.size - 1
-    return (ranks - np.float32(0.5)).reshape(np.shape(fitness))
-
-
-def reward_std_scaled(fitness: np.ndarray) -> np.ndarray:
-    """ARS's shaping (Algorithm 2, line 7): raw returns over their standard deviation.
-
-    A population that scored alike (std 0) gives a zero update, never a division by zero;
-    a failed candidate (``-inf``) counts as the worst finite return.
-    """
-    flat = np.asarray(fitness, dtype=np.float64).copy()
-    finite = np.isfinite(flat)
-    flat[~finite] = flat[finite].min() if finite.any() else 0.0
-    std = float(flat.std())
-    scaled = flat / std if std > 0 and np.isfinite(std) else np.zeros_like(flat)
-    return scaled.astype(np.float32)
-
-
-def top_pairs(fitness: np.ndarray, count: int) -> np.ndarray:
-    """Indices of the ``count`` mirrored pairs with the highest ``max(F+, F-)``, in order.
-
-    ARS V1-t/V2-t (Algorithm 2, line 6); ties keep the earlier pair, so it is deterministic.
-    """
-    pairs = np.asarray(fitness, dtype=np.float64).reshape(-1, 2)
-    if count <= 0 or count >= len(pairs):
-        return np.arange(len(pairs))
-    best = np.argsort(-pairs.max(axis=1), kind="stable")[:count]
-    return np.sort(best)
-
-
-class Adam:
-    """Adam (Kingma and Ba 2015) as in ``es_distributed/optimizers.py``; minimises."""
-
-    def __init__(
-        self,
-        dim: int,
-        stepsize: float,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        epsilon: float = 1e-8,
-    ) -> None:
-        self.stepsize, self.beta1, self.beta2, self.epsilon = stepsize, beta1, beta2, epsilon
-        self.m: np.ndarray = np.zeros(dim, dtype=np.float32)
-        self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
-        self.t = 0
-
-    def step(self, loss_gradient: np.ndarray) -> np.ndarray:
-        """The change to apply to the parameters."""
-        self.t += 1
-        a = self.stepsize * np.sqrt(1 - self.beta2**self.t) / (1 - self.beta1**self.t)
-        self.m = self.beta1 * self.m + (1 - self.beta1) * loss_gradient
-        self.v = self.beta2 * self.v + (1 - self.beta2) * (loss_gradient * loss_gradient)
-        return (-a * self.m / (np.sqrt(self.v) + self.epsilon)).astype(np.float32)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"m": self.m.copy(), "v": self.v.copy(), "t": self.t, "stepsize": self.stepsize}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.m, self.v = state["m"].copy(), state["v"].copy()
-        self.t, self.stepsize = int(state["t"]), float(state["stepsize"])
-
-
-class SGD:
-    """SGD with momentum as in ``es_distributed/optimizers.py``; minimises."""
-
-    def __init__(self, dim: int, stepsize: float, momentum: float = 0.9) -> None:
-        self.stepsize, self.momentum = stepsize, momentum
-        self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
-        self.t = 0
-
-    def step(self, loss_gradient: np.ndarray) -> np.ndarray:
-        self.t += 1
-        self.v = self.momentum * self.v + (1.0 - self.momentum) * loss_gradient
-        return (-self.stepsize * self.v).astype(np.float32)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"v": self.v.copy(), "t": self.t, "stepsize": self.stepsize}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.v, self.t, self.stepsize = state["v"].copy(), int(state["t"]), float(state["stepsize"])
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A member of the population: a slice of the noise table and a sign."""
-
-    noise_index: int
-    sign: int
-
-
-class OpenAIES:
-    """Ask/tell core of OpenAI-ES over a flat float32 vector (maximises fitness)."""
 
     def __init__(
         self,
@@ -185,63 +117,25 @@ class OpenAIES:
         top_directions: int = 0,
         fitness_shaping: str = "centered_ranks",
     ) -> None:
-        if population < 2 or population % 2:
-            raise ValueError(f"population must be an even number >= 2, got {population}")
         if fitness_shaping not in FITNESS_SHAPINGS:
             raise ValueError(
                 f"fitness_shaping must be one of {', '.join(FITNESS_SHAPINGS)}, "
                 f"got {fitness_shaping!r}"
             )
+        dim = np.asarray(centre).size
+        super().__init__(
+            centre,
+            noise,
+            sigma,
+            sampler=MirroredSampler(population),
+            shaping=FitnessShaping(fitness_shaping, top_directions),
+            update=make_update_rule(
+                optimizer, dim, learning_rate, momentum=momentum, beta1=beta1, beta2=beta2
+            ),
+            l2_coeff=l2_coeff,
+        )
         self.top_directions = top_directions
         self.fitness_shaping = fitness_shaping
-        self.centre = np.asarray(centre, dtype=np.float32).copy()
-        self.noise = noise
-        self.population = population
-        self.sigma = sigma
-        self.l2_coeff = l2_coeff
-        self.optimizer: Adam | SGD = (
-            Adam(self.centre.size, learning_rate, beta1, beta2)
-            if optimizer == "adam"
-            else SGD(self.centre.size, learning_rate, momentum)
-        )
-        self.last_grad_norm = 0.0
-
-    def ask(self, rng: np.random.Generator) -> list[Candidate]:
-        """Mirrored pairs ``(+eps_i, -eps_i)``, pairs adjacent: ``[+0, -0, +1, -1, ...]``."""
-        dim = self.centre.size
-        candidates: list[Candidate] = []
-        for _ in range(self.population // 2):
-            index = self.noise.sample_index(rng, dim)
-            candidates += [Candidate(index, +1), Candidate(index, -1)]
-        return candidates
-
-    def tell(self, candidates: list[Candidate], fitness: np.ndarray) -> None:
-        """Update the centre from mirrored pairs' fitness (section 2.1, Algorithm 2 line 9).
-
-        With ``top_directions`` b only the b best pairs enter the estimate (ARS V2-t), and
-        the shaping sees just their 2b returns.
-        """
-        fitness = np.asarray(fitness, dtype=np.float64)
-        kept = top_pairs(fitness, self.top_directions)
-        selected = fitness.reshape(-1, 2)[kept].ravel()
-        if self.fitness_shaping == "reward_std":
-            shaped = reward_std_scaled(selected)
-        else:
-            shaped = centered_ranks(selected)
-        plus, minus = shaped[0::2], shaped[1::2]
-        dim = self.centre.size
-        eps = np.stack([self.noise.get(candidates[2 * int(i)].noise_index, dim) for i in kept])
-        grad = ((plus - minus).astype(np.float32) @ eps) / np.float32(selected.size)
-        self.last_grad_norm = float(np.linalg.norm(grad))
-        self.centre = self.centre + self.optimizer.step(-grad + self.l2_coeff * self.centre)
-
-    @property
-    def learning_rate(self) -> float:
-        return self.optimizer.stepsize
-
-    @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        self.optimizer.stepsize = value
 
 
 @dataclass(frozen=True)
@@ -256,9 +150,31 @@ class ReplicaUpdate:
     noise_indices: np.ndarray  # int64, one per mirrored pair (+eps, -eps)
     fitness: np.ndarray  # float64, one per candidate, as the head told it
     obs_increments: list[tuple[np.ndarray, np.ndarray, int]]  # in the head's order
-    sigma: float  # after this generation's schedules
+    #: after this generation's schedules; None when sigma is per coordinate (PGPE, SNES):
+    #: every replica's own tell adapts it, bit for bit, so it never travels
+    sigma: float | None
     learning_rate: float
     timesteps: int = 0  # the head's training timesteps after this generation
+
+
+def obs_normalisation(
+    obs_stat: RunningStat, obs_norm: bool
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The observation mean and std every worker applies (None, None: no normalisation)."""
+    if not obs_norm:
+        return None, None
+    return obs_stat.mean.astype(np.float32), obs_stat.std.astype(np.float32)
+
+
+def make_broadcast(
+    es: MirroredES, obs_stat: RunningStat, obs_norm: bool, generation: int, timesteps: int
+) -> Broadcast:
+    """What the workers evaluate against: centre, sigma (scalar or per coordinate), obs stats.
+
+    The one place a broadcast is built, by the head and by every replica alike.
+    """
+    mean, std = obs_normalisation(obs_stat, obs_norm)
+    return Broadcast(generation, es.centre, es.sigma, mean, std, timesteps)
 
 
 class OptimESReplica:
@@ -270,7 +186,7 @@ class OptimESReplica:
 
     def __init__(
         self,
-        es: OpenAIES,
+        es: MirroredES,
         obs_stat: RunningStat,
         obs_norm: bool,
         generation: int,
@@ -297,23 +213,27 @@ class OptimESReplica:
         self.es.tell(candidates, update.fitness)
         for obs_sum, obs_sumsq, count in update.obs_increments:
             self.obs_stat.increment(obs_sum, obs_sumsq, count)
-        self.es.sigma = update.sigma
+        if update.sigma is not None:
+            self.es.sigma = update.sigma
         self.es.learning_rate = update.learning_rate
         self.generation = update.generation
         self.timesteps = update.timesteps
 
     def broadcast(self) -> Broadcast:
-        mean = std = None
-        if self.obs_norm:
-            mean, std = self.obs_stat.mean.astype(np.float32), self.obs_stat.std.astype(np.float32)
-        return Broadcast(self.generation, self.es.centre, self.es.sigma, mean, std, self.timesteps)
+        return make_broadcast(
+            self.es, self.obs_stat, self.obs_norm, self.generation, self.timesteps
+        )
 
     def checksum(self) -> int:
         """CRC-32 of the centre, the optimizer moments, sigma and the obs statistics."""
         crc = zlib.crc32(np.ascontiguousarray(self.es.centre).data)
         for value in self.es.optimizer.state_dict().values():
             crc = zlib.crc32(np.ascontiguousarray(value).data, crc)
-        crc = zlib.crc32(np.array([self.es.sigma, self.obs_stat.count]).data, crc)
+        if isinstance(self.es.sigma, np.ndarray):
+            crc = zlib.crc32(np.ascontiguousarray(self.es.sigma).data, crc)
+            crc = zlib.crc32(np.array([self.obs_stat.count]).data, crc)
+        else:
+            crc = zlib.crc32(np.array([self.es.sigma, self.obs_stat.count]).data, crc)
         crc = zlib.crc32(self.obs_stat.sum.data, crc)
         return zlib.crc32(self.obs_stat.sumsq.data, crc)
 
@@ -321,6 +241,10 @@ class OptimESReplica:
 @dataclass(frozen=True)
 class OptimESConfig:
     """Hyperparameters of optimes; defaults per env live in ``experiments/defaults.yaml``."""
+
+    #: the update rules and fitness shapings this algorithm's core accepts
+    OPTIMIZERS: ClassVar[tuple[str, ...]] = ("adam", "sgd")
+    SHAPINGS: ClassVar[tuple[str, ...]] = FITNESS_SHAPINGS
 
     population: int = doc("candidates per generation (even: mirrored pairs)", 40)
     sigma: float = doc("standard deviation of the parameter noise", 0.02)
@@ -363,16 +287,18 @@ class OptimESConfig:
             raise ValueError(
                 f"learning_rate must be a positive finite number, got {self.learning_rate}"
             )
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
+        if self.optimizer not in self.OPTIMIZERS:
+            raise ValueError(
+                f"optimizer must be {' or '.join(self.OPTIMIZERS)}, got {self.optimizer!r}"
+            )
         if not 0 <= self.top_directions <= self.population // 2:
             raise ValueError(
                 f"top_directions must be in [0, population/2 = {self.population // 2}], "
                 f"got {self.top_directions}"
             )
-        if self.fitness_shaping not in FITNESS_SHAPINGS:
+        if self.fitness_shaping not in self.SHAPINGS:
             raise ValueError(
-                f"fitness_shaping must be one of {', '.join(FITNESS_SHAPINGS)}, "
+                f"fitness_shaping must be one of {', '.join(self.SHAPINGS)}, "
                 f"got {self.fitness_shaping!r}"
             )
         if self.episode_cap not in ("env", "adaptive"):
@@ -448,7 +374,20 @@ class OptimES(Algorithm):
             else NoiseTable.create(self.noise_spec)
         )
         centre = self.policy.init_params(stream_rng(context.seed, STREAM_INIT))
-        self.es = OpenAIES(
+        self.es: MirroredES = self._build_strategy(centre)
+        obs_dim = context.policy_spec.obs_dim
+        self.obs_stat = RunningStat((obs_dim,))
+        self.generation = 0
+        #: training timesteps so far (the runner's count), broadcast for ``anneal_timesteps``
+        self.timesteps = 0
+        self.episode_cap: int | None = self._training_limit()
+        if self.replicated:
+            self.evaluator.attach_replica(self._replica)
+
+    def _build_strategy(self, centre: np.ndarray) -> MirroredES:
+        """The ask/tell core from :mod:`algorithms.es_core`'s parts (PGPE, SNES: their own)."""
+        config = self.config
+        return OpenAIES(
             centre,
             self.noise,
             config.population,
@@ -462,14 +401,36 @@ class OptimES(Algorithm):
             config.top_directions,
             config.fitness_shaping,
         )
-        obs_dim = context.policy_spec.obs_dim
-        self.obs_stat = RunningStat((obs_dim,))
-        self.generation = 0
-        #: training timesteps so far (the runner's count), broadcast for ``anneal_timesteps``
-        self.timesteps = 0
-        self.episode_cap: int | None = self._training_limit()
-        if self.replicated:
-            self.evaluator.attach_replica(self._replica)
+
+    def _core(
+        self,
+        centre: np.ndarray,
+        sigma: Sigma,
+        population: int,
+        sigma_rule: SigmaRule,
+        centre_gradient: str,
+    ) -> MirroredES:
+        """A core with this config's shaping, update rule and L2, for PGPE and SNES."""
+        config = self.config
+        return MirroredES(
+            centre,
+            self.noise,
+            sigma,
+            sampler=MirroredSampler(population),
+            shaping=FitnessShaping(config.fitness_shaping, config.top_directions),
+            update=make_update_rule(
+                config.optimizer,
+                centre.size,
+                config.learning_rate,
+                momentum=config.momentum,
+                beta1=config.beta1,
+                beta2=config.beta2,
+                max_speed=float(getattr(config, "max_speed", 0.0)),
+            ),
+            sigma_rule=sigma_rule,
+            centre_gradient=centre_gradient,
+            l2_coeff=config.l2_coeff,
+        )
 
     def _training_limit(self) -> int | None:
         """The longest training episode: the run's limit, lowered by ``train_episode_steps``."""
@@ -485,13 +446,9 @@ class OptimES(Algorithm):
 
     # -- one generation ---------------------------------------------------
     def _broadcast(self) -> Broadcast:
-        mean, std = self._obs_normalisation()
-        return Broadcast(self.generation, self.es.centre, self.es.sigma, mean, std, self.timesteps)
-
-    def _obs_normalisation(self) -> tuple[np.ndarray | None, np.ndarray | None]:
-        if not self.config.obs_norm:
-            return None, None
-        return self.obs_stat.mean.astype(np.float32), self.obs_stat.std.astype(np.float32)
+        return make_broadcast(
+            self.es, self.obs_stat, self.config.obs_norm, self.generation, self.timesteps
+        )
 
     def _tasks(self, candidates: list[Candidate], rng: np.random.Generator) -> list[EvalTask]:
         k = self.context.episodes_per_fitness
@@ -526,13 +483,7 @@ class OptimES(Algorithm):
         evaluate_s = time.perf_counter() - started
         count_evaluation(self.time_counters, stats)
         fitness, failures = fitness_of(results, self.context.fail_on_env_error)
-        self._population = {
-            "fitness": fitness,
-            "centre": self.es.centre.copy(),
-            "sigma": float(self.es.sigma),
-            "noise_index": np.array([c.noise_index for c in candidates], np.int64),
-            "sign": np.array([c.sign for c in candidates], np.int8),
-        }
+        self._population = self._population_of(candidates, fitness)
         started = time.perf_counter()
         self.es.tell(candidates, fitness)
         update_s = time.perf_counter() - started
@@ -549,7 +500,7 @@ class OptimES(Algorithm):
         self.timesteps += int(sum(r.steps for r in results))
         self._apply_schedules()
         extras = {
-            "sigma": self.es.sigma,
+            "sigma": sigma_summary(self.es.sigma),
             "lr": self.es.learning_rate,
             "grad_norm": self.es.last_grad_norm,
             "param_norm": float(np.linalg.norm(self.es.centre)),
@@ -568,7 +519,7 @@ class OptimES(Algorithm):
                 np.array([c.noise_index for c in candidates[0::2]], dtype=np.int64),
                 np.asarray(fitness, dtype=np.float64),
                 increments,
-                self.es.sigma,
+                None if isinstance(self.es.sigma, np.ndarray) else self.es.sigma,
                 self.es.learning_rate,
                 self.timesteps,
             )
@@ -587,6 +538,25 @@ class OptimES(Algorithm):
         )
         return generation_record(results, fitness, stats, extras)
 
+    def _population_of(self, candidates: list[Candidate], fitness: np.ndarray) -> dict[str, Any]:
+        """The population log's record: (index, sign) with a scalar sigma, else the vectors."""
+        record: dict[str, Any] = {"fitness": fitness, "centre": self.es.centre.copy()}
+        if not isinstance(self.es.sigma, np.ndarray):
+            record["sigma"] = float(self.es.sigma)
+            record["noise_index"] = np.array([c.noise_index for c in candidates], np.int64)
+            record["sign"] = np.array([c.sign for c in candidates], np.int8)
+            return record
+        broadcast = self._broadcast()
+        record["candidates"] = np.stack(
+            [
+                EvalTask(i, (), None, noise_index=c.noise_index, sign=c.sign).parameters(
+                    broadcast, self.noise.array
+                )
+                for i, c in enumerate(candidates)
+            ]
+        )
+        return record
+
     def _update_obs_stat(
         self, results: list[EvalResult]
     ) -> list[tuple[np.ndarray, np.ndarray, int]]:
@@ -601,7 +571,8 @@ class OptimES(Algorithm):
 
     def _apply_schedules(self) -> None:
         cfg = self.config
-        self.es.sigma = max(self.es.sigma * cfg.sigma_decay, cfg.sigma_min)
+        if not isinstance(self.es.sigma, np.ndarray):  # per-coordinate sigmas adapt themselves
+            self.es.sigma = max(self.es.sigma * cfg.sigma_decay, cfg.sigma_min)
         self.es.learning_rate = max(self.es.learning_rate * cfg.lr_decay, cfg.lr_min)
 
     # -- evaluation, state ------------------------------------------------
@@ -624,7 +595,7 @@ class OptimES(Algorithm):
             "generation": self.generation,
             "timesteps": self.timesteps,
             "centre": self.es.centre.copy(),
-            "sigma": self.es.sigma,
+            "sigma": copy.copy(self.es.sigma),
             "optimizer": self.es.optimizer.state_dict(),
             "obs_stat": self.obs_stat.state_dict(),
             "episode_cap": self.episode_cap,
@@ -636,14 +607,17 @@ class OptimES(Algorithm):
         # checkpoints from before the count carried none; only anneal_timesteps reads it
         self.timesteps = int(state.get("timesteps", 0))
         self.es.centre = np.asarray(state["centre"], dtype=np.float32).copy()
-        self.es.sigma = float(state["sigma"])
+        sigma = state["sigma"]
+        self.es.sigma = (
+            np.asarray(sigma, dtype=np.float32).copy() if np.ndim(sigma) else float(sigma)
+        )
         self.es.optimizer.load_state_dict(state["optimizer"])
         self.obs_stat.load_state_dict(state["obs_stat"])
         self.episode_cap = state["episode_cap"]
         self.evaluator.invalidate_replicas()
 
     def artifacts(self) -> dict[str, Any]:
-        mean, std = self._obs_normalisation()
+        mean, std = obs_normalisation(self.obs_stat, self.config.obs_norm)
         return {
             "obs_mean": None if mean is None else mean.tolist(),
             "obs_std": None if std is None else std.tolist(),

@@ -1,6 +1,9 @@
 """Reinforcement-learning baselines from stable-baselines3: ``ppo`` and ``a2c``.
 
-Both run behind the same interface as the evolution strategies:
+Both run behind the same interface as the evolution strategies (and so do the off-policy
+``sac``, ``td3``, ``tqc`` of :mod:`algorithms.sb3_offpolicy` and ``recurrent-ppo`` of
+:mod:`algorithms.sb3_recurrent`, subclasses of :class:`SB3Algorithm`); every run exports
+the trained model as SB3's ``model.zip``:
 
 * environments come from :func:`envs.registry.make_env` (so ``PendulumPO`` is
   the zeroed-velocity env): ``n_envs`` of them, a hyperparameter with
@@ -21,7 +24,8 @@ Both run behind the same interface as the evolution strategies:
   whose mean is clipped to the bounds, not squashed by tanh, and adds a
   critic and a log-std; it is not the ES's 18-parameter policy exactly.
   ``discretize`` applies to ES policies only. LSTM policies need sb3-contrib's
-  RecurrentPPO, which is not a dependency: they are refused;
+  RecurrentPPO (``recurrent-ppo``, :mod:`algorithms.sb3_recurrent`): PPO and A2C refuse
+  them;
 * ``learning_rate_decay_timesteps > 0`` decays the learning rate linearly to
   zero over that many timesteps (the zoo's ``lin_X`` over its
   ``n_timesteps``), counted across the harness's chunked ``learn`` calls;
@@ -66,6 +70,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -78,19 +83,18 @@ from envs.reward_shaping import RewardTransform, shape_training_reward
 
 #: SeedSequence stream of the env seeds used when training resumes from a checkpoint.
 STREAM_RESUME_ENVS = 100
+#: The run artifact holding the trained SB3 model (``model.save``).
+MODEL_ZIP = "model.zip"
 
 
-def _validate_common(config: Any) -> None:
-    for name in ("n_steps", "updates_per_step", "n_envs"):
-        value = getattr(config, name)
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+def validate_rl_common(config: Any) -> None:
+    """Checks every SB3 config shares (on- and off-policy); ValueError names the bad value."""
+    if config.n_envs < 1:
+        raise ValueError(f"n_envs must be >= 1, got {config.n_envs}")
     if not config.learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {config.learning_rate}")
     if not 0 < config.gamma <= 1:
         raise ValueError(f"gamma must be in (0, 1], got {config.gamma}")
-    if not 0 <= config.gae_lambda <= 1:
-        raise ValueError(f"gae_lambda must be in [0, 1], got {config.gae_lambda}")
     if config.vec_env not in ("auto", "dummy", "subproc"):
         raise ValueError(f"vec_env must be auto, dummy or subproc, got {config.vec_env!r}")
     if config.learning_rate_decay_timesteps < 0:
@@ -107,19 +111,25 @@ def _validate_common(config: Any) -> None:
         raise ValueError(f"net_arch must be a list of positive sizes, got {config.net_arch!r}")
 
 
+def _validate_common(config: Any) -> None:
+    for name in ("n_steps", "updates_per_step"):
+        value = getattr(config, name)
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    validate_rl_common(config)
+    if not 0 <= config.gae_lambda <= 1:
+        raise ValueError(f"gae_lambda must be in [0, 1], got {config.gae_lambda}")
+
+
 @dataclass(frozen=True)
-class SharedRLConfig:
-    """Knobs of both SB3 baselines that are the harness's, not SB3's constructor arguments."""
+class RLEnvConfig:
+    """Knobs of every SB3 baseline that are the harness's: envs, network, schedule."""
 
     n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
     net_arch: list[int] | None = doc(  # noqa: RUF009 - None is immutable; ruff sees a list
-        "hidden sizes of the separate actor and critic (null: the policy section's)", None
+        "hidden sizes of the separate actor and critic(s) (null: the policy section's)", None
     )
     activation: str | None = doc("tanh or relu (null: the policy section's)", None)
-    ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
-    sde_sample_freq: int = doc(
-        "gSDE: resample the noise matrix every N steps (-1: per rollout)", -1
-    )
     learning_rate_decay_timesteps: int = doc(
         "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
     )
@@ -129,6 +139,16 @@ class SharedRLConfig:
     vec_env: str = doc(
         "auto (subproc when --workers > 1), dummy (this process) or subproc (a process per env)",
         "auto",
+    )
+
+
+@dataclass(frozen=True)
+class SharedRLConfig(RLEnvConfig):
+    """Knobs of both on-policy SB3 baselines that are the harness's, not SB3's arguments."""
+
+    ortho_init: bool = doc("orthogonal initialisation of the network (SB3 default)", True)
+    sde_sample_freq: int = doc(
+        "gSDE: resample the noise matrix every N steps (-1: per rollout)", -1
     )
 
 
@@ -351,14 +371,34 @@ class SB3Algorithm(Algorithm):
 
     family = "rl"
     sb3_class_name: ClassVar[str]
+    #: the package that defines ``sb3_class_name`` (sb3-contrib's TQC, RecurrentPPO)
+    sb3_module: ClassVar[str] = "stable_baselines3"
+    sb3_policy: ClassVar[str] = "MlpPolicy"
+    #: whether ``policy.kind=lstm`` is accepted (sb3-contrib's RecurrentPPO)
+    accepts_lstm: ClassVar[bool] = False
+    #: whether only Box action spaces can be learned (SAC, TD3, TQC)
+    continuous_actions_only: ClassVar[bool] = False
+    #: config fields that are the harness's, not the SB3 constructor's
+    harness_only: ClassVar[tuple[str, ...]] = (
+        "updates_per_step",
+        "vec_env",
+        "log_std_init",
+        "normalize",
+        "n_envs",
+        "net_arch",
+        "activation",
+        "ortho_init",
+        "learning_rate_decay_timesteps",
+        "time_feature",
+    )
 
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:
         super().check_config(config)
-        if config["policy"].get("kind") == "lstm":
+        if config["policy"].get("kind") == "lstm" and not cls.accepts_lstm:
             raise ValueError(
                 f"{cls.name} needs a feed-forward policy, got policy.kind=lstm (an LSTM needs "
-                "sb3-contrib's RecurrentPPO, not installed): use --set policy.kind=mlp"
+                "sb3-contrib's RecurrentPPO: --algo recurrent-ppo): use --set policy.kind=mlp"
             )
         transform = str(config.get("reward_transform") or "none")
         if RewardTransform.parse(transform).anneals:
@@ -372,7 +412,11 @@ class SB3Algorithm(Algorithm):
         config.validate()
         spec = context.policy_spec
         self.check_config({"policy": {"kind": spec.kind}})
-        if config.use_sde and spec.action_kind != "box":
+        if self.continuous_actions_only and spec.action_kind != "box":
+            raise ValueError(
+                f"{self.name} needs a Box (continuous) action space; {context.env_name} is discrete"
+            )
+        if getattr(config, "use_sde", False) and spec.action_kind != "box":
             raise ValueError(f"use_sde needs a Box action space; {context.env_name} is discrete")
         if spec.discretize:
             print(
@@ -420,7 +464,8 @@ class SB3Algorithm(Algorithm):
             vec_env = VecNormalize(vec_env, gamma=self.config.gamma)
         return vec_env
 
-    def _policy_kwargs(self) -> dict[str, Any]:
+    def _network(self) -> tuple[list[int], Any]:
+        """Hidden sizes and activation class: the config's, else the policy section's."""
         from torch import nn
 
         spec = self.context.policy_spec
@@ -429,9 +474,14 @@ class SB3Algorithm(Algorithm):
         else:
             net_arch = list(spec.hidden_sizes) if spec.kind == "mlp" else []
         activation = self.config.activation or spec.activation
+        return net_arch, nn.ReLU if activation == "relu" else nn.Tanh
+
+    def _policy_kwargs(self) -> dict[str, Any]:
+        spec = self.context.policy_spec
+        net_arch, activation_fn = self._network()
         kwargs: dict[str, Any] = {
             "net_arch": {"pi": net_arch, "vf": list(net_arch)},
-            "activation_fn": nn.ReLU if activation == "relu" else nn.Tanh,
+            "activation_fn": activation_fn,
             "ortho_init": self.config.ortho_init,
         }
         if spec.action_kind == "box":
@@ -440,20 +490,8 @@ class SB3Algorithm(Algorithm):
 
     def _sb3_kwargs(self) -> dict[str, Any]:
         cfg = asdict(self.config)
-        harness_only = (
-            "updates_per_step",
-            "vec_env",
-            "log_std_init",
-            "normalize",
-            "n_envs",
-            "net_arch",
-            "activation",
-            "ortho_init",
-            "learning_rate_decay_timesteps",
-            "time_feature",
-        )
-        for key in harness_only:
-            cfg.pop(key)
+        for key in self.harness_only:
+            cfg.pop(key, None)
         if self.config.learning_rate_decay_timesteps:
             from stable_baselines3.common.utils import LinearSchedule
 
@@ -461,16 +499,16 @@ class SB3Algorithm(Algorithm):
         return cfg
 
     def _sb3_class(self) -> Any:
-        import stable_baselines3
+        import importlib
 
         if self.sb3_class_name not in _SB3_CLASSES:
-            base = getattr(stable_baselines3, self.sb3_class_name)
+            base = getattr(importlib.import_module(self.sb3_module), self.sb3_class_name)
             _SB3_CLASSES[self.sb3_class_name] = _sb3_subclass(base)
         return _SB3_CLASSES[self.sb3_class_name]
 
     def _build_model(self) -> Any:
         model = self._sb3_class()(
-            "MlpPolicy",
+            self.sb3_policy,
             self.vec_env,
             policy_kwargs=self._policy_kwargs(),
             device="cpu",
@@ -487,10 +525,14 @@ class SB3Algorithm(Algorithm):
         self.model.set_logger(Logger(folder=None, output_formats=[]))
 
     # -- one chunk ------------------------------------------------------------------------
+    def chunk_timesteps(self) -> int:
+        """Env timesteps of one :meth:`step` (one ``learn`` call)."""
+        return int(self.config.n_steps * self.config.n_envs * self.config.updates_per_step)
+
     def step(self) -> StepRecord:
         collector = _episode_collector()
         before = int(self.model.num_timesteps)
-        chunk = self.config.n_steps * self.config.n_envs * self.config.updates_per_step
+        chunk = self.chunk_timesteps()
         started = time.perf_counter()
         with self.rngs.active():
             self.model.learn(
@@ -538,9 +580,15 @@ class SB3Algorithm(Algorithm):
             for k, seed in enumerate(env_seeds):
                 obs, _ = env.reset(seed=int(seed))
                 total, steps, done = 0.0, 0, False
+                state = None  # a recurrent policy's hidden state (None for the others)
                 while not done and (cap is None or steps < cap):
                     seen = self.vec_env.normalize_obs(obs) if self.config.normalize else obs
-                    action, _ = self.model.predict(seen, deterministic=True)
+                    action, state = self.model.predict(
+                        seen,
+                        state=state,
+                        episode_start=np.array([steps == 0]),
+                        deterministic=True,
+                    )
                     obs, reward, terminated, truncated, _ = env.step(action)
                     total += float(reward)
                     steps += 1
@@ -591,6 +639,11 @@ class SB3Algorithm(Algorithm):
         rng = stream_rng(self.context.seed, STREAM_RESUME_ENVS, int(state["num_timesteps"]))
         self.vec_env.seed(int(rng.integers(0, SEED_BOUND - self.config.n_envs)))
         self.rngs.states = state["rngs"]
+
+    def export_files(self, folder: Path) -> list[str]:
+        """Write the trained model as SB3's ``model.zip`` (loadable by ``CLASS.load``)."""
+        self.model.save(folder / MODEL_ZIP)
+        return [MODEL_ZIP]
 
     def artifacts(self) -> dict[str, Any]:
         return {

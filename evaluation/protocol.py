@@ -21,7 +21,8 @@ class Broadcast:
 
     generation: int
     centre: np.ndarray | None
-    sigma: float
+    #: one scalar, or one per coordinate (float32, PGPE and SNES): sent once per generation
+    sigma: float | np.ndarray
     obs_mean: np.ndarray | None
     obs_std: np.ndarray | None
     #: training timesteps the head had counted before this generation (for ``anneal_timesteps``)
@@ -77,7 +78,8 @@ class EvalTask:
     action_noise_seed: int | None = None
 
     def parameters(self, broadcast: Broadcast, noise: np.ndarray | None) -> np.ndarray:
-        """Rebuild the candidate's parameters: the explicit vector, or centre + sign*sigma*eps."""
+        """Rebuild the candidate's parameters: the explicit vector, or centre + sign*sigma*eps
+        (``sigma`` a scalar or, coordinate by coordinate, a vector)."""
         if self.vector is not None:
             return self.vector
         if broadcast.centre is None:
@@ -88,6 +90,8 @@ class EvalTask:
             raise ValueError(f"task {self.task_id} needs the noise table")
         dim = broadcast.centre.size
         eps = noise[self.noise_index : self.noise_index + dim]
+        if isinstance(broadcast.sigma, np.ndarray):
+            return broadcast.centre + np.float32(self.sign) * (broadcast.sigma * eps)
         return broadcast.centre + np.float32(self.sign * broadcast.sigma) * eps
 
 

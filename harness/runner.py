@@ -754,6 +754,9 @@ class Trainer:
                     json.dumps({**summary, **self.algorithm.artifacts()}, indent=2)
                 )
                 names = list(rundir.ARTIFACT_NAMES)
+                export = getattr(self.algorithm, "export_files", None)
+                if export is not None:  # e.g. SB3's model.zip
+                    names += export(folder)
                 if self.population_log is not None and self.population_log.generation:
                     self.population_log.add_final_centre(self.algorithm.current_parameters())
                     self.population_log.save(folder / POPULATION_ARTIFACT)

@@ -28,7 +28,20 @@ TINY: dict[str, list[str]] = {
     "nevergrad-es": ["population=10"],
     "ng:CMA": ["population=10"],
     "ng:TwoPointsDE": ["population=10"],
+    "pgpe": ["population=10"],
+    # off-policy: 1000 random steps, then ~500 small gradient steps
+    "sac": ["learning_starts=1000", "batch_size=32", "net_arch=[16]", "chunk_timesteps=500"],
+    "tqc": ["learning_starts=1000", "batch_size=32", "net_arch=[16]", "chunk_timesteps=500"],
+    "td3": ["learning_starts=1000", "batch_size=32", "net_arch=[16]", "chunk_timesteps=500"],
+    "recurrent-ppo": ["n_steps=128", "batch_size=64", "n_epochs=2", "net_arch=[]"],
 }
+
+
+def env_for(algo: str) -> str:
+    """CartPole, or Pendulum for an algorithm that learns continuous actions only."""
+    continuous = getattr(get_algorithm(algo), "continuous_actions_only", False)
+    return "Pendulum" if continuous else "CartPole"
+
 
 BUDGET = 1500
 
@@ -40,7 +53,7 @@ def _is_timing(name: str) -> bool:
 def run_algorithm(
     runs_dir: Path, algo: str, *extra: str, seed: int = 0, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Path, dict[str, Any]]:
-    """One tiny CartPole run through the CLI; returns its directory and records."""
+    """One tiny CartPole (or Pendulum) run through the CLI; returns its directory and records."""
     monkeypatch.setenv("HARNESS_PROGRESS", "0")
     sets = [arg for knob in TINY.get(algo, []) for arg in ("--set", knob)]
     argv = [
@@ -48,7 +61,7 @@ def run_algorithm(
         "--algo",
         algo,
         "--env",
-        "CartPole",
+        env_for(algo),
         "--timesteps",
         str(BUDGET),
         "--seed",
@@ -95,6 +108,8 @@ def test_algorithm_completes_with_common_metrics_and_repeats_exactly(
     assert np.isfinite(metrics["eval_return_mean"]["values"]).all()
     params = np.load(run_dir / "final_params.npy")
     assert params.dtype == np.float32 and np.isfinite(params).all()
+    if get_algorithm(algo).family == "rl":  # SB3's own export, loadable by CLASS.load
+        assert (run_dir / "model.zip").stat().st_size > 0
 
     _, second = run_algorithm(tmp_path / "b", algo, seed=7, monkeypatch=monkeypatch)
     assert deterministic(first["metrics"]) == deterministic(second["metrics"])

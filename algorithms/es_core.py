@@ -1,0 +1,434 @@
+"""The parts of a noise-table evolution strategy, as small objects in the ask/tell style.
+
+Every strategy here searches a Gaussian around a centre ``mu`` with a standard deviation
+``sigma`` (a scalar, or one per coordinate) and perturbs by slices of the shared noise
+table (Salimans et al. 2017, Algorithm 2), so a candidate on the wire is always a noise
+index and a sign. One generation is::
+
+    candidates = sampler.ask(rng)               # mirrored pairs (+z_i, -z_i), i = 1..n
+    x_i^+- = mu +- sigma * z_i                  # rebuilt by the workers from the table
+    kept, s = shaping(F)                        # fitness shaping, optionally top pairs
+    g = sum_i (s_i^+ - s_i^-) z_i / (2 |kept|)  # the mirrored estimate, in z space   (E1)
+    mu += update(-centre_gradient(g) + l2 mu)   # SGD, Adam or ClipUp on the loss      (E2)
+    sigma = sigma_rule(sigma, s, z)             # none, PGPE's or SNES's               (E3)
+
+The parts, and the papers their formulas come from:
+
+* sampling: :class:`MirroredSampler`, antithetic pairs of table indices (Salimans et al.
+  2017, section 2.1; Sehnke et al. 2010's symmetric sampling; Brockhoff et al. 2010);
+* fitness shaping (:class:`FitnessShaping`): ``centered_ranks`` (Salimans et al. 2017,
+  section 2.1: ranks onto [-0.5, 0.5]), ``reward_std`` with ``top_directions`` (Mania,
+  Guy, Recht 2018, Algorithm 2 lines 6-7: the b best pairs, returns over their std),
+  ``raw`` returns, and ``nes`` utilities (Wierstra et al. 2014, JMLR 15, eq. 13 / Schaul
+  et al. 2011, section 2)::
+
+      u_k = max(0, log(lambda/2 + 1) - log k) / sum_j max(0, log(lambda/2 + 1) - log j)
+            - 1/lambda                                                         (NES-13)
+
+  with ``k`` the rank, 1 the best;
+* the centre gradient (E2's ``centre_gradient``): ``plain`` (OpenAI-ES: ``g``, the
+  ``1/sigma`` folded into the step size), ``pgpe`` (Sehnke et al. 2010, section 2.3,
+  symmetric sampling: ``grad_mu = sum_i (r_i^+ - r_i^-)/2 * eps_i / n`` with
+  ``eps_i = sigma * z_i``, i.e. ``sigma * g``; EvoTorch divides by the number of
+  directions, so does this), ``snes`` (Schaul, Glasmachers, Schmidhuber 2011, Algorithm 2
+  line "mu <- mu + eta_mu sigma grad_mu", with ``grad_mu = sum_k u_k z_k``: over mirrored
+  pairs that is ``2 |kept| sigma * g``);
+* update rules, all minimising a loss gradient and returning the step: :class:`SGD` with
+  momentum and :class:`Adam` (Kingma and Ba 2015) as in OpenAI's ``es_distributed``, and
+  :class:`ClipUp` (Toklu, Liskowski, Srivastava 2020, arXiv:2008.02387, section 3)::
+
+      v <- m v + alpha * grad / ||grad||        (ClipUp-1: normalised gradient, momentum)
+      v <- v_max * v / ||v||  if ||v|| > v_max  (ClipUp-2: the update is clipped)
+      mu <- mu + v
+
+* sigma adaptation (E3): :class:`ConstantSigma`; :class:`PGPESigma` (Sehnke et al. 2010,
+  section 2.3: ``grad_sigma = sum_i ((r_i^+ + r_i^-)/2 - b) (eps_i^2 - sigma^2)/sigma / n``
+  with the baseline ``b`` zero for centred ranks; ``sigma += eta_sigma grad_sigma``, each
+  coordinate's relative change clipped to ``max_change`` as EvoTorch's
+  ``stdev_max_change``); :class:`SNESSigma` (Schaul et al. 2011, Algorithm 2:
+  ``grad_sigma = sum_k u_k (z_k^2 - 1)``, ``sigma <- sigma * exp(eta_sigma/2 grad_sigma)``).
+
+:class:`MirroredES` composes them. ``OpenAI-ES``/ARS (:mod:`algorithms.optimes`), PGPE
+(:mod:`algorithms.pgpe`) and SNES (:mod:`algorithms.snes`) are each a choice of parts. The
+arithmetic of the plain path is the one optimes has always used (float32 ``g``, the step
+added to the centre), so optimes' results are bitwise what they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from evaluation.noise import NoiseTable
+
+#: A scalar standard deviation, or one per coordinate (float32).
+Sigma = float | np.ndarray
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A member of the population: a slice of the noise table and a sign."""
+
+    noise_index: int
+    sign: int
+
+
+# -- sampling --------------------------------------------------------------------------------
+class MirroredSampler:
+    """Mirrored pairs ``(+z_i, -z_i)`` of table slices, adjacent: ``[+0, -0, +1, -1, ...]``."""
+
+    def __init__(self, population: int) -> None:
+        if population < 2 or population % 2:
+            raise ValueError(f"population must be an even number >= 2, got {population}")
+        self.population = population
+
+    def ask(self, rng: np.random.Generator, noise: NoiseTable, dim: int) -> list[Candidate]:
+        candidates: list[Candidate] = []
+        for _ in range(self.population // 2):
+            index = noise.sample_index(rng, dim)
+            candidates += [Candidate(index, +1), Candidate(index, -1)]
+        return candidates
+
+
+# -- fitness shaping -------------------------------------------------------------------------
+def centered_ranks(fitness: np.ndarray) -> np.ndarray:
+    """Fitness shaping of Salimans et al. section 2.1: ranks mapped linearly onto ``[-0.5, 0.5]``.
+
+    Ties are broken by position (stable sort), so the result is deterministic.
+    """
+    flat = np.asarray(fitness).ravel()
+    ranks = np.empty(flat.size, dtype=np.float32)
+    ranks[np.argsort(flat, kind="stable")] = np.arange(flat.size, dtype=np.float32)
+    if flat.size > 1:
+        ranks /= flat.size - 1
+    return (ranks - np.float32(0.5)).reshape(np.shape(fitness))
+
+
+def _finite(fitness: np.ndarray) -> np.ndarray:
+    """A failed candidate (``-inf``) counts as the worst finite return (all failed: 0)."""
+    flat = np.asarray(fitness, dtype=np.float64).copy()
+    finite = np.isfinite(flat)
+    flat[~finite] = flat[finite].min() if finite.any() else 0.0
+    return flat
+
+
+def reward_std_scaled(fitness: np.ndarray) -> np.ndarray:
+    """ARS's shaping (Algorithm 2, line 7): raw returns over their standard deviation.
+
+    A population that scored alike (std 0) gives a zero update, never a division by zero;
+    a failed candidate (``-inf``) counts as the worst finite return.
+    """
+    flat = _finite(fitness)
+    std = float(flat.std())
+    scaled = flat / std if std > 0 and np.isfinite(std) else np.zeros_like(flat)
+    return scaled.astype(np.float32)
+
+
+def raw_fitness(fitness: np.ndarray) -> np.ndarray:
+    """No shaping: the returns themselves (a failed candidate as the worst finite one)."""
+    return _finite(fitness).astype(np.float32)
+
+
+def nes_utilities(fitness: np.ndarray) -> np.ndarray:
+    """NES utilities (NES-13): log-rank weights of the better half, summing to zero.
+
+    Ties are broken by position (the earlier candidate ranks better), so it is deterministic.
+    """
+    flat = np.asarray(fitness, dtype=np.float64).ravel()
+    size = flat.size
+    k = np.arange(1, size + 1, dtype=np.float64)
+    raw = np.maximum(0.0, np.log(size / 2 + 1) - np.log(k))
+    weights = raw / raw.sum() - 1.0 / size
+    utilities = np.empty(size, dtype=np.float64)
+    utilities[np.argsort(-flat, kind="stable")] = weights
+    return utilities.astype(np.float32)
+
+
+SHAPINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "centered_ranks": centered_ranks,
+    "reward_std": reward_std_scaled,
+    "raw": raw_fitness,
+    "nes": nes_utilities,
+}
+
+
+def top_pairs(fitness: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the ``count`` mirrored pairs with the highest ``max(F+, F-)``, in order.
+
+    ARS V1-t/V2-t (Algorithm 2, line 6); ties keep the earlier pair, so it is deterministic.
+    """
+    pairs = np.asarray(fitness, dtype=np.float64).reshape(-1, 2)
+    if count <= 0 or count >= len(pairs):
+        return np.arange(len(pairs))
+    best = np.argsort(-pairs.max(axis=1), kind="stable")[:count]
+    return np.sort(best)
+
+
+@dataclass(frozen=True)
+class FitnessShaping:
+    """Keep the ``top_directions`` best pairs (0: all), then shape their returns by ``kind``."""
+
+    kind: str = "centered_ranks"
+    top_directions: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in SHAPINGS:
+            raise ValueError(
+                f"fitness_shaping must be one of {', '.join(SHAPINGS)}, got {self.kind!r}"
+            )
+
+    def __call__(self, fitness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(kept, shaped)``: the kept pairs' indices and their 2|kept| shaped values."""
+        fitness = np.asarray(fitness, dtype=np.float64)
+        kept = top_pairs(fitness, self.top_directions)
+        selected = fitness.reshape(-1, 2)[kept].ravel()
+        return kept, SHAPINGS[self.kind](selected)
+
+
+# -- update rules (minimise a loss gradient, return the step) ---------------------------------
+class UpdateRule(Protocol):
+    stepsize: float
+
+    def step(self, loss_gradient: np.ndarray) -> np.ndarray: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Adam:
+    """Adam (Kingma and Ba 2015) as in ``es_distributed/optimizers.py``; minimises."""
+
+    def __init__(
+        self,
+        dim: int,
+        stepsize: float,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+    ) -> None:
+        self.stepsize, self.beta1, self.beta2, self.epsilon = stepsize, beta1, beta2, epsilon
+        self.m: np.ndarray = np.zeros(dim, dtype=np.float32)
+        self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
+        self.t = 0
+
+    def step(self, loss_gradient: np.ndarray) -> np.ndarray:
+        """The change to apply to the parameters."""
+        self.t += 1
+        a = self.stepsize * np.sqrt(1 - self.beta2**self.t) / (1 - self.beta1**self.t)
+        self.m = self.beta1 * self.m + (1 - self.beta1) * loss_gradient
+        self.v = self.beta2 * self.v + (1 - self.beta2) * (loss_gradient * loss_gradient)
+        return (-a * self.m / (np.sqrt(self.v) + self.epsilon)).astype(np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"m": self.m.copy(), "v": self.v.copy(), "t": self.t, "stepsize": self.stepsize}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.m, self.v = state["m"].copy(), state["v"].copy()
+        self.t, self.stepsize = int(state["t"]), float(state["stepsize"])
+
+
+class SGD:
+    """SGD with momentum as in ``es_distributed/optimizers.py``; minimises."""
+
+    def __init__(self, dim: int, stepsize: float, momentum: float = 0.9) -> None:
+        self.stepsize, self.momentum = stepsize, momentum
+        self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
+        self.t = 0
+
+    def step(self, loss_gradient: np.ndarray) -> np.ndarray:
+        self.t += 1
+        self.v = self.momentum * self.v + (1.0 - self.momentum) * loss_gradient
+        return (-self.stepsize * self.v).astype(np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"v": self.v.copy(), "t": self.t, "stepsize": self.stepsize}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.v, self.t, self.stepsize = state["v"].copy(), int(state["t"]), float(state["stepsize"])
+
+
+class ClipUp:
+    """ClipUp (ClipUp-1, ClipUp-2): normalised gradient, heavy-ball momentum, clipped speed.
+
+    Minimises like the others: the ascent direction is ``-loss_gradient``. A zero gradient
+    adds nothing (no division by zero).
+    """
+
+    def __init__(self, dim: int, stepsize: float, max_speed: float, momentum: float = 0.9) -> None:
+        self.stepsize, self.max_speed, self.momentum = stepsize, max_speed, momentum
+        self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
+        self.t = 0
+
+    def step(self, loss_gradient: np.ndarray) -> np.ndarray:
+        self.t += 1
+        ascent = -np.asarray(loss_gradient, dtype=np.float64)
+        norm = float(np.linalg.norm(ascent))
+        direction = ascent / norm if norm > 0 else np.zeros_like(ascent)
+        velocity = self.momentum * self.v.astype(np.float64) + self.stepsize * direction
+        speed = float(np.linalg.norm(velocity))
+        if speed > self.max_speed:
+            velocity *= self.max_speed / speed
+        self.v = velocity.astype(np.float32)
+        return self.v.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"v": self.v.copy(), "t": self.t, "stepsize": self.stepsize}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.v, self.t, self.stepsize = state["v"].copy(), int(state["t"]), float(state["stepsize"])
+
+
+def make_update_rule(
+    name: str,
+    dim: int,
+    stepsize: float,
+    *,
+    momentum: float = 0.9,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    max_speed: float = 0.0,
+) -> UpdateRule:
+    """``sgd``, ``adam`` or ``clipup`` (``max_speed`` 0: twice the step size, EvoTorch's)."""
+    if name == "adam":
+        return Adam(dim, stepsize, beta1, beta2)
+    if name == "sgd":
+        return SGD(dim, stepsize, momentum)
+    if name == "clipup":
+        return ClipUp(dim, stepsize, max_speed or 2.0 * stepsize, momentum)
+    raise ValueError(f"optimizer must be adam, sgd or clipup, got {name!r}")
+
+
+# -- centre gradients (E2) ------------------------------------------------------------------
+def plain_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
+    """OpenAI-ES: the estimate itself (``1/sigma`` folded into the step size)."""
+    return g
+
+
+def pgpe_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
+    """PGPE's ``sum_i (r+ - r-)/2 eps_i / n`` with ``eps = sigma z``: ``sigma * g``."""
+    scale = sigma if isinstance(sigma, np.ndarray) else np.float32(sigma)
+    return (scale * g).astype(np.float32)
+
+
+def snes_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
+    """SNES: ``sigma * sum_k u_k z_k`` over ``selected`` mirrored candidates: ``n sigma g``."""
+    return (pgpe_gradient(g, sigma, selected) * np.float32(selected)).astype(np.float32)
+
+
+CENTRE_GRADIENTS: dict[str, Callable[[np.ndarray, Sigma, int], np.ndarray]] = {
+    "plain": plain_gradient,
+    "pgpe": pgpe_gradient,
+    "snes": snes_gradient,
+}
+
+
+# -- sigma adaptation (E3) -------------------------------------------------------------------
+class SigmaRule(Protocol):
+    def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma: ...
+
+
+class ConstantSigma:
+    """No adaptation (OpenAI-ES, ARS; schedules, if any, are the algorithm's)."""
+
+    def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma:
+        return sigma
+
+
+@dataclass(frozen=True)
+class PGPESigma:
+    """PGPE's per-coordinate sigma step on shaped returns (baseline 0: centred ranks)."""
+
+    learning_rate: float
+    max_change: float = 0.2
+
+    def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma:
+        s = np.asarray(sigma, dtype=np.float64)
+        mean_fitness = (plus.astype(np.float64) + minus.astype(np.float64)) / 2.0
+        eps = s * z.astype(np.float64)  # (pairs, d): the perturbations themselves
+        grad = mean_fitness @ ((eps * eps - s * s) / s) / len(plus)
+        new = s + self.learning_rate * grad
+        if self.max_change > 0:
+            new = np.clip(new, s * (1 - self.max_change), s * (1 + self.max_change))
+        return new.astype(np.float32)
+
+
+@dataclass(frozen=True)
+class SNESSigma:
+    """SNES's multiplicative sigma step on NES utilities of the mirrored candidates."""
+
+    learning_rate: float
+
+    def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma:
+        s = np.asarray(sigma, dtype=np.float64)
+        z2 = z.astype(np.float64) ** 2  # (+z)^2 = (-z)^2: both members share the term
+        weight = plus.astype(np.float64) + minus.astype(np.float64)
+        grad = weight @ (z2 - 1.0)
+        return (s * np.exp(self.learning_rate / 2.0 * grad)).astype(np.float32)
+
+
+# -- the composed strategy -------------------------------------------------------------------
+class MirroredES:
+    """Ask/tell over a flat float32 centre from the parts above (maximises fitness)."""
+
+    def __init__(
+        self,
+        centre: np.ndarray,
+        noise: NoiseTable,
+        sigma: Sigma,
+        *,
+        sampler: MirroredSampler,
+        shaping: FitnessShaping,
+        update: UpdateRule,
+        sigma_rule: SigmaRule | None = None,
+        centre_gradient: str = "plain",
+        l2_coeff: float = 0.0,
+    ) -> None:
+        if centre_gradient not in CENTRE_GRADIENTS:
+            raise ValueError(f"centre_gradient must be one of {', '.join(CENTRE_GRADIENTS)}")
+        self.centre = np.asarray(centre, dtype=np.float32).copy()
+        self.noise = noise
+        self.sigma: Sigma = sigma
+        self.sampler = sampler
+        self.shaping = shaping
+        self.optimizer = update
+        self.sigma_rule: SigmaRule = sigma_rule or ConstantSigma()
+        self.centre_gradient = centre_gradient
+        self.l2_coeff = l2_coeff
+        self.last_grad_norm = 0.0
+
+    @property
+    def population(self) -> int:
+        return self.sampler.population
+
+    def ask(self, rng: np.random.Generator) -> list[Candidate]:
+        return self.sampler.ask(rng, self.noise, self.centre.size)
+
+    def tell(self, candidates: list[Candidate], fitness: np.ndarray) -> None:
+        """Update the centre (E1, E2) and sigma (E3) from mirrored pairs' fitness."""
+        kept, shaped = self.shaping(fitness)
+        plus, minus = shaped[0::2], shaped[1::2]
+        dim = self.centre.size
+        eps = np.stack([self.noise.get(candidates[2 * int(i)].noise_index, dim) for i in kept])
+        grad = ((plus - minus).astype(np.float32) @ eps) / np.float32(shaped.size)
+        if self.centre_gradient != "plain":
+            grad = CENTRE_GRADIENTS[self.centre_gradient](grad, self.sigma, shaped.size)
+        self.last_grad_norm = float(np.linalg.norm(grad))
+        self.centre = self.centre + self.optimizer.step(-grad + self.l2_coeff * self.centre)
+        self.sigma = self.sigma_rule.update(self.sigma, plus, minus, eps)
+
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.stepsize
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        self.optimizer.stepsize = value
+
+
+def sigma_summary(sigma: Sigma) -> float:
+    """One number for a metric: the scalar, or the mean of per-coordinate sigmas."""
+    return float(np.mean(sigma))

@@ -1,0 +1,254 @@
+"""Off-policy RL baselines: ``sac``, ``td3`` (stable-baselines3) and ``tqc`` (sb3-contrib).
+
+The rl-baselines3-zoo benchmark's leaders on the pybullet locomotion tasks are off-policy
+(AntBulletEnv-v0 at 1M timesteps: TQC 3,457, TD3 3,300, SAC 3,073; PPO 2,866 at 2M):
+
+* SAC: Haarnoja, Zhou, Abbeel, Levine (2018), *Soft Actor-Critic*, arXiv:1801.01290, with
+  the automatic entropy temperature of Haarnoja et al. (2018b), arXiv:1812.05905;
+* TD3: Fujimoto, van Hoof, Meger (2018), *Addressing Function Approximation Error in
+  Actor-Critic Methods*, arXiv:1802.09477;
+* TQC: Kuznetsov, Shvechikov, Grishin, Vetrov (2020), *Controlling Overestimation Bias
+  with Truncated Mixture of Continuous Distributional Quantile Critics*, arXiv:2005.04269.
+
+They run behind the interface of :mod:`algorithms.sb3` (the same env factory, Monitor,
+``time_feature``, ``normalize``, evaluation seeds, private global RNGs, CPU device with one
+torch thread, ``model.zip`` export). What differs:
+
+* a :meth:`~SB3Algorithm.step` is ``chunk_timesteps`` env steps (one ``learn`` call; a
+  multiple of ``train_freq x n_envs`` keeps the zoo's update rhythm exactly);
+* ``net_arch`` is the actor's and each critic's hidden sizes (the zoo's
+  ``policy_kwargs=dict(net_arch=[400, 300])``); SB3's own defaults (256-256 or 400-300,
+  ReLU) are written out in ``experiments/defaults.yaml``'s ``default`` entry;
+* ``ent_coef`` is ``auto``, ``auto_INIT`` or a number, as SB3 and the zoo write it;
+* TD3's ``noise_type``/``noise_std`` are the zoo's names for a Gaussian (``normal``) or
+  Ornstein-Uhlenbeck action noise of that standard deviation on every action dimension;
+* a checkpoint also carries the replay buffer (``model.save`` leaves it out), so a resumed
+  run trains on the transitions it had collected.
+
+Box (continuous) action spaces only: a discrete env is refused with a usage error.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from algorithms.base import doc
+from algorithms.registry import register
+from algorithms.sb3 import RLEnvConfig, SB3Algorithm, validate_rl_common
+
+NOISE_TYPES = ("none", "normal", "ornstein-uhlenbeck")
+
+
+@dataclass(frozen=True)
+class OffPolicyConfig(RLEnvConfig):
+    """Knobs every off-policy baseline shares (SB3 names where SB3 has one)."""
+
+    learning_rate: float = doc("Adam step size of actor and critics", 3e-4)
+    buffer_size: int = doc("replay buffer capacity in transitions", 1_000_000)
+    learning_starts: int = doc("env steps of random actions before the first update", 100)
+    batch_size: int = doc("minibatch size of each gradient step", 256)
+    tau: float = doc("soft update coefficient of the target networks", 0.005)
+    gamma: float = doc("discount factor", 0.99)
+    train_freq: int = doc("env steps (per env) between two training phases", 1)
+    gradient_steps: int = doc("gradient steps per training phase (-1: as many as env steps)", 1)
+    normalize: bool = doc("VecNormalize: running normalisation of observations and rewards", False)
+    chunk_timesteps: int = doc("env timesteps per harness step (one metrics row)", 1000)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad value."""
+        validate_rl_common(self)
+        for name in ("batch_size", "train_freq", "chunk_timesteps", "buffer_size"):
+            value = getattr(self, name)
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.learning_starts < 0:
+            raise ValueError(f"learning_starts must be >= 0, got {self.learning_starts}")
+        if self.gradient_steps == 0 or self.gradient_steps < -1:
+            raise ValueError(f"gradient_steps must be >= 1 or -1, got {self.gradient_steps}")
+        if not 0 < self.tau <= 1:
+            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
+
+
+def _check_ent_coef(value: str) -> None:
+    """``auto``, ``auto_INIT`` (INIT > 0) or a non-negative number, as SB3 accepts."""
+    text = str(value)
+    number = text[len("auto_") :] if text.startswith("auto_") else text
+    if text == "auto":
+        return
+    try:
+        ok = float(number) > 0 if text.startswith("auto_") else float(number) >= 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"ent_coef must be auto, auto_INIT or a number >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SACConfig(OffPolicyConfig):
+    """Hyperparameters of ``sac`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
+
+    ent_coef: str = doc("entropy temperature: auto, auto_INIT or a number", "auto")
+    target_update_interval: int = doc("gradient steps between target-network updates", 1)
+    use_sde: bool = doc("generalised state-dependent exploration", False)
+    sde_sample_freq: int = doc("gSDE: resample the noise every N steps (-1: per rollout)", -1)
+    use_sde_at_warmup: bool = doc("gSDE instead of uniform actions before learning_starts", False)
+    log_std_init: float = doc("initial log standard deviation (gSDE)", -3.0)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad value."""
+        super().validate()
+        _check_ent_coef(self.ent_coef)
+        if self.target_update_interval < 1:
+            raise ValueError(
+                f"target_update_interval must be >= 1, got {self.target_update_interval}"
+            )
+
+
+@dataclass(frozen=True)
+class TQCConfig(SACConfig):
+    """Hyperparameters of ``tqc`` (sb3-contrib names): SAC's plus the quantile critics."""
+
+    top_quantiles_to_drop_per_net: int = doc("quantiles dropped per critic (the truncation d)", 2)
+    n_quantiles: int = doc("quantiles per critic (M)", 25)
+    n_critics: int = doc("critic networks (N)", 2)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad value."""
+        super().validate()
+        if self.n_quantiles < 1 or self.n_critics < 1:
+            raise ValueError(
+                f"n_quantiles and n_critics must be >= 1, got {self.n_quantiles}, {self.n_critics}"
+            )
+        if not 0 <= self.top_quantiles_to_drop_per_net < self.n_quantiles:
+            raise ValueError(
+                "top_quantiles_to_drop_per_net must be in [0, n_quantiles), got "
+                f"{self.top_quantiles_to_drop_per_net}"
+            )
+
+
+@dataclass(frozen=True)
+class TD3Config(OffPolicyConfig):
+    """Hyperparameters of ``td3`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
+
+    learning_rate: float = doc("Adam step size of actor and critics", 1e-3)
+    policy_delay: int = doc("critic updates per actor (and target) update", 2)
+    target_policy_noise: float = doc("std of the target policy smoothing noise", 0.2)
+    target_noise_clip: float = doc("clip of the target policy smoothing noise", 0.5)
+    noise_type: str = doc("exploration noise: none, normal or ornstein-uhlenbeck (rl-zoo)", "none")
+    noise_std: float = doc("std of the exploration noise on every action dimension", 0.1)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad value."""
+        super().validate()
+        if self.noise_type not in NOISE_TYPES:
+            raise ValueError(
+                f"noise_type must be one of {', '.join(NOISE_TYPES)}, got {self.noise_type!r}"
+            )
+        if self.noise_std < 0:
+            raise ValueError(f"noise_std must be >= 0, got {self.noise_std}")
+        if self.policy_delay < 1:
+            raise ValueError(f"policy_delay must be >= 1, got {self.policy_delay}")
+
+
+class SB3OffPolicy(SB3Algorithm):
+    """An SB3 off-policy algorithm stepped ``chunk_timesteps`` env steps at a time."""
+
+    continuous_actions_only = True
+    harness_only: ClassVar[tuple[str, ...]] = (
+        "n_envs",
+        "net_arch",
+        "activation",
+        "learning_rate_decay_timesteps",
+        "normalize",
+        "time_feature",
+        "vec_env",
+        "chunk_timesteps",
+        "log_std_init",
+        "noise_type",
+        "noise_std",
+        "n_quantiles",
+        "n_critics",
+    )
+
+    def chunk_timesteps(self) -> int:
+        return int(self.config.chunk_timesteps)
+
+    def _policy_kwargs(self) -> dict[str, Any]:
+        net_arch, activation_fn = self._network()
+        kwargs: dict[str, Any] = {"net_arch": net_arch, "activation_fn": activation_fn}
+        if getattr(self.config, "use_sde", False):
+            kwargs["log_std_init"] = self.config.log_std_init
+        for key in ("n_quantiles", "n_critics"):
+            if hasattr(self.config, key):
+                kwargs[key] = getattr(self.config, key)
+        return kwargs
+
+    def _sb3_kwargs(self) -> dict[str, Any]:
+        kwargs = super()._sb3_kwargs()
+        if "ent_coef" in kwargs and kwargs["ent_coef"] != "auto":
+            text = str(kwargs["ent_coef"])
+            kwargs["ent_coef"] = text if text.startswith("auto_") else float(text)
+        return kwargs
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["replay_buffer"] = pickle.dumps(self.model.replay_buffer)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if state.get("replay_buffer") is not None:
+            self.model.replay_buffer = pickle.load(io.BytesIO(state["replay_buffer"]))
+
+
+@register("sac")
+class SAC(SB3OffPolicy):
+    """Soft Actor-Critic (Haarnoja et al. 2018), stable-baselines3."""
+
+    summary = "stable-baselines3 SAC (off-policy, entropy-regularised); Box actions only"
+    sb3_class_name = "SAC"
+    Config = SACConfig
+    config: SACConfig
+
+
+@register("tqc")
+class TQC(SB3OffPolicy):
+    """Truncated Quantile Critics (Kuznetsov et al. 2020), sb3-contrib."""
+
+    summary = "sb3-contrib TQC (SAC with truncated quantile critics); Box actions only"
+    sb3_class_name = "TQC"
+    sb3_module = "sb3_contrib"
+    Config = TQCConfig
+    config: TQCConfig
+
+
+@register("td3")
+class TD3(SB3OffPolicy):
+    """Twin Delayed DDPG (Fujimoto et al. 2018), stable-baselines3."""
+
+    summary = "stable-baselines3 TD3 (off-policy, deterministic actor); Box actions only"
+    sb3_class_name = "TD3"
+    Config = TD3Config
+    config: TD3Config
+
+    def _sb3_kwargs(self) -> dict[str, Any]:
+        kwargs = super()._sb3_kwargs()
+        kwargs["action_noise"] = self._action_noise()
+        return kwargs
+
+    def _action_noise(self) -> Any:
+        """The zoo's ``noise_type``/``noise_std`` as an SB3 action-noise object."""
+        from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
+
+        if self.config.noise_type == "none":
+            return None
+        dim = self.context.policy_spec.action_dim
+        mean, std = np.zeros(dim), self.config.noise_std * np.ones(dim)
+        if self.config.noise_type == "normal":
+            return NormalActionNoise(mean, std)
+        return OrnsteinUhlenbeckActionNoise(mean, std)
