@@ -92,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
         from algorithms.es_common import eval_seeds
 
         seeds = eval_seeds(int(policy.config["seed"]), last.index, episodes)
-        print(f"episodes: {episodes}, the seeds of the run's last evaluation (after step {last.step})")
+        print(
+            f"episodes: {episodes}, the seeds of the run's last evaluation (after step {last.step})"
+        )
     else:
         seeds = [int(policy.config["seed"]) + k for k in range(episodes)]
         print(f"episodes: {episodes}, seeds {seeds[0]}..{seeds[-1]} (the run logged no evaluation)")
@@ -129,4 +131,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"video: {video} ({writer.frames} frames, {width}x{height}, {fps:g} fps)")
     sys.stdout.flush()
     return 0
-

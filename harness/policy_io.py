@@ -102,7 +102,7 @@ def _save_sb3(algorithm: Any, model: Any, n_params: int, folder: Path) -> list[s
     names = [SB3_MODEL]
     vec_env = getattr(algorithm, "vec_env", None)
     normalized = isinstance(vec_env, VecNormalize)
-    if normalized:
+    if isinstance(vec_env, VecNormalize):
         vec_env.save(str(folder / VEC_NORMALIZE))
         names.append(VEC_NORMALIZE)
     space = model.observation_space

@@ -46,7 +46,7 @@ class VideoWriter:
         else:
             from PIL import Image
 
-            self._gif.append(Image.fromarray(image).quantize(colors=255, dither=0))
+            self._gif.append(Image.fromarray(image).quantize(colors=255, dither=Image.Dither.NONE))
         self.frames += 1
 
     def _start_mp4(self) -> Any:

@@ -157,7 +157,14 @@ def test_load_policy_takes_the_actions_of_the_runs_own_evaluation(
         assert (run_dir / "vecnormalize.pkl").exists() == (algo == "a2c")
         np.save(tmp_path / "obs.npy", observations)
         completed = subprocess.run(
-            [sys.executable, "-c", PLAIN_SB3, str(run_dir), algo.upper(), str(tmp_path / "obs.npy")],
+            [
+                sys.executable,
+                "-c",
+                PLAIN_SB3,
+                str(run_dir),
+                algo.upper(),
+                str(tmp_path / "obs.npy"),
+            ],
             capture_output=True,
             text=True,
             timeout=300,
@@ -193,7 +200,12 @@ def _last_eval(run_dir: Path) -> float:
     ("env", "video", "size", "sets"),
     [
         (LANDER, "lander.mp4", (400, 600), ["population=10"]),
-        ("AntBulletEnv", "ant.gif", (240, 320), ["population=4", "top_directions=2", "max_episode_steps=40"]),
+        (
+            "AntBulletEnv",
+            "ant.gif",
+            (240, 320),
+            ["population=4", "top_directions=2", "max_episode_steps=40"],
+        ),
     ],
 )
 def test_enjoy_reproduces_the_last_evaluation_and_records_a_video(
@@ -248,9 +260,7 @@ def test_enjoy_plays_an_interrupted_runs_last_checkpoint(tmp_path: Path) -> None
         (["{run}", "--fps", "-3"], "--fps"),
     ],
 )
-def test_enjoy_refuses_bad_input_with_one_line(
-    args: list[str], named: str, tmp_path: Path
-) -> None:
+def test_enjoy_refuses_bad_input_with_one_line(args: list[str], named: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "config.json").write_text("{}")

@@ -161,9 +161,7 @@ def _standardised(b: Behaviours) -> pd.DataFrame:
 def _mean_pairwise(points: np.ndarray) -> float:
     if len(points) < 2:
         return math.nan
-    return float(
-        np.mean([np.linalg.norm(a - b) for a, b in itertools.combinations(points, 2)])
-    )
+    return float(np.mean([np.linalg.norm(a - b) for a, b in itertools.combinations(points, 2)]))
 
 
 def _run_means(b: Behaviours) -> pd.DataFrame:
@@ -246,8 +244,7 @@ def family_difference(b: Behaviours) -> dict[str, Any] | None:
 
     point = pooled(by_family["es"], False) - pooled(by_family["rl"], False)
     draws = [
-        pooled(by_family["es"], True) - pooled(by_family["rl"], True)
-        for _ in range(BOOTSTRAP_REPS)
+        pooled(by_family["es"], True) - pooled(by_family["rl"], True) for _ in range(BOOTSTRAP_REPS)
     ]
     low, high = np.percentile(draws, [2.5, 97.5])
     return {
@@ -376,4 +373,3 @@ def diversity_section(builder: Any) -> Section | None:
             f"{diff['n_es']} ES runs, {diff['n_rl']} RL runs): {verdict}."
         )
     return section
-

@@ -48,7 +48,7 @@ def _episode_frames(run_dir: Path) -> tuple[list[np.ndarray], list[int], float, 
     env = policy.make_env(render_mode="rgb_array")
     try:
         length = play_episode(policy, env, seed).length
-        steps = sorted({int(round(t)) for t in np.linspace(0, length, FRAMES)})
+        steps = sorted({round(float(t)) for t in np.linspace(0, length, FRAMES)})
         episode = play_episode(policy, env, seed, frame_at=lambda t: t in steps)
     finally:
         env.close()
@@ -129,4 +129,3 @@ def frames_section(builder: Any) -> Section | None:
         "`harness report --no-replay`."
     )
     return section
-
