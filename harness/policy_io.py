@@ -185,6 +185,7 @@ def _es_policy(folder: Path) -> tuple[Act, Reset]:
 def _sb3_policy(folder: Path, spec: dict[str, Any]) -> tuple[Act, Reset]:
     import stable_baselines3
     import torch
+    from gymnasium.spaces import Box
 
     torch.set_num_threads(1)  # as the run evaluated: the same kernels, the same actions
     name = str(spec.get("sb3_class"))
@@ -199,10 +200,23 @@ def _sb3_policy(folder: Path, spec: dict[str, Any]) -> tuple[Act, Reset]:
         with (folder / str(spec["vec_normalize"])).open("rb") as stream:
             normalizer = pickle.load(stream)  # what VecNormalize.load reads, with no venv to wrap
 
+    policy = model.policy
+    policy.set_training_mode(False)  # once: predict() walks every module to set it per call
+    space = policy.action_space
+
     def act(obs: np.ndarray, deterministic: bool) -> Any:
+        """``model.predict`` for one observation, its steps in its order, less the mode switch."""
         seen = normalizer.normalize_obs(obs) if normalizer is not None else obs
-        action, _ = model.predict(seen, deterministic=deterministic)
-        return action
+        tensor, vectorized = policy.obs_to_tensor(seen)
+        with torch.no_grad():
+            actions = policy._predict(tensor, deterministic=deterministic)
+        actions = actions.cpu().numpy().reshape((-1, *space.shape))
+        if isinstance(space, Box):
+            if policy.squash_output:
+                actions = policy.unscale_action(actions)
+            else:
+                actions = np.clip(actions, space.low, space.high)
+        return actions if vectorized else actions.squeeze(axis=0)
 
     return act, lambda: None
 

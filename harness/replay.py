@@ -246,6 +246,7 @@ class Episode:
     observations: np.ndarray
     position: tuple[float, float] | None
     frames: list[np.ndarray] = field(default_factory=list)
+    frame_steps: list[int] = field(default_factory=list)
 
 
 def play_episode(
@@ -254,12 +255,14 @@ def play_episode(
     seed: int,
     frame_at: Callable[[int], bool] | None = None,
     sink: Any = None,
+    last_frame: bool = False,
 ) -> Episode:
     """Play one episode from ``env.reset(seed=seed)`` under the run's episode cap.
 
     ``frame_at(t)``: whether to take ``env.render()`` after ``t`` steps (t = 0 is the
     reset state; the env must render ``rgb_array``); frames go to ``sink.append``
-    (a video writer) or, without a sink, into the episode's ``frames``.
+    (a video writer) or, without a sink, into the episode's ``frames``, their steps
+    into ``frame_steps``. ``last_frame``: also take the final state's frame.
     """
     cap = policy.max_episode_steps
     policy.reset()
@@ -270,8 +273,10 @@ def play_episode(
     actions: list[np.ndarray] = []
     seen: list[np.ndarray] = []
     total, steps, done = 0.0, 0, False
+    frame_steps: list[int] = []
     if frame_at is not None and frame_at(0):
         sink.append(np.asarray(env.render()))
+        frame_steps.append(0)
     while not done and (cap is None or steps < cap):
         action = policy(obs)
         seen.append(np.asarray(obs, dtype=np.float64).ravel())
@@ -282,6 +287,10 @@ def play_episode(
         done = bool(terminated or truncated)
         if frame_at is not None and frame_at(steps):
             sink.append(np.asarray(env.render()))
+            frame_steps.append(steps)
+    if last_frame and (not frame_steps or frame_steps[-1] != steps):
+        sink.append(np.asarray(env.render()))
+        frame_steps.append(steps)
     return Episode(
         seed=int(seed),
         episode_return=total,
@@ -290,6 +299,7 @@ def play_episode(
         observations=np.stack(seen) if seen else np.zeros((0, 0)),
         position=body_position(env),
         frames=frames,
+        frame_steps=frame_steps,
     )
 
 

@@ -233,19 +233,22 @@ def family_difference(b: Behaviours) -> dict[str, Any] | None:
     if "es" not in by_family or "rl" not in by_family:
         return None
     rng = np.random.default_rng(BEHAVIOUR_SEED)
+    matrices = {
+        family: [np.linalg.norm(p[:, None, :] - p[None, :, :], axis=2) for p in groups]
+        for family, groups in by_family.items()
+    }
 
-    def pooled(groups: list[np.ndarray], resample: bool) -> float:
+    def pooled(family: str, resample: bool) -> float:
         values = []
-        for points in groups:
-            chosen = points[rng.integers(0, len(points), len(points))] if resample else points
-            i, j = np.triu_indices(len(chosen), k=1)
-            values.extend(np.linalg.norm(chosen[i] - chosen[j], axis=1))
-        return float(np.mean(values))
+        for distances in matrices[family]:
+            n = len(distances)
+            pick = rng.integers(0, n, n) if resample else np.arange(n)
+            i, j = np.triu_indices(n, k=1)
+            values.append(distances[pick[i], pick[j]])
+        return float(np.concatenate(values).mean())
 
-    point = pooled(by_family["es"], False) - pooled(by_family["rl"], False)
-    draws = [
-        pooled(by_family["es"], True) - pooled(by_family["rl"], True) for _ in range(BOOTSTRAP_REPS)
-    ]
+    point = pooled("es", False) - pooled("rl", False)
+    draws = [pooled("es", True) - pooled("rl", True) for _ in range(BOOTSTRAP_REPS)]
     low, high = np.percentile(draws, [2.5, 97.5])
     return {
         "difference": point,

@@ -4,9 +4,9 @@ For every group of an env, the run with the highest final evaluation among those
 that stored their final policy (a COMPLETED run directory; compact archives keep
 no policies, so their reports skip this quietly) is loaded with
 :func:`harness.load_policy` and plays the first episode of its own last
-evaluation (the same env seed), headless (``rgb_array``). The episode is played
-once to learn its length, then again to render :data:`FRAMES` moments evenly
-spaced from the reset to the last step: one row per group, one column per moment.
+evaluation (the same env seed), headless (``rgb_array``), and :data:`FRAMES`
+moments about evenly spaced from the reset to the last step are shown: one row per
+group, one column per moment.
 """
 
 from __future__ import annotations
@@ -39,7 +39,11 @@ def best_stored_runs(runs: pd.DataFrame, records: dict[str, Any]) -> pd.DataFram
 
 
 def _episode_frames(run_dir: Path) -> tuple[list[np.ndarray], list[int], float, int]:
-    """Frames at evenly spaced steps of the run's first last-evaluation episode."""
+    """Frames at evenly spaced steps of the run's first last-evaluation episode.
+
+    One pass: every ``stride``-th state is rendered (about :data:`FRAMES` x 4 of them
+    at the run's episode cap) and the final one; :data:`FRAMES` are then picked evenly.
+    """
     from harness.replay import last_evaluation, load_policy, play_episode
 
     policy = load_policy(run_dir, source="final")
@@ -47,12 +51,31 @@ def _episode_frames(run_dir: Path) -> tuple[list[np.ndarray], list[int], float, 
     seed = last.seeds[0] if last is not None else int(policy.config["seed"])
     env = policy.make_env(render_mode="rgb_array")
     try:
-        length = play_episode(policy, env, seed).length
-        steps = sorted({round(float(t)) for t in np.linspace(0, length, FRAMES)})
-        episode = play_episode(policy, env, seed, frame_at=lambda t: t in steps)
+        spec = env.spec
+        cap = policy.max_episode_steps or (spec.max_episode_steps if spec is not None else None)
+        stride = max(1, int(cap or 1000) // (4 * FRAMES))
+        episode = play_episode(
+            policy, env, seed, frame_at=lambda t: t % stride == 0, last_frame=True
+        )
     finally:
         env.close()
-    return episode.frames, steps, episode.episode_return, seed
+    picks = sorted({round(float(i)) for i in np.linspace(0, len(episode.frames) - 1, FRAMES)})
+    return (
+        [episode.frames[i] for i in picks],
+        [episode.frame_steps[i] for i in picks],
+        episode.episode_return,
+        seed,
+    )
+
+
+def _strip(frames: list[np.ndarray], gap: int = 6) -> np.ndarray:
+    """The frames side by side, :data:`FRAMES` slots (empty ones white), white gaps between."""
+    height, width = frames[0].shape[:2]
+    strip = np.full((height, FRAMES * width + (FRAMES - 1) * gap, 3), 255, dtype=np.uint8)
+    for k, frame in enumerate(frames):
+        x = k * (width + gap)
+        strip[:, x : x + width] = np.asarray(frame, dtype=np.uint8)[..., :3]
+    return strip
 
 
 def frame_strip_figure(env: str, best: pd.DataFrame, records: dict[str, Any]) -> Figure | None:
@@ -68,44 +91,28 @@ def frame_strip_figure(env: str, best: pd.DataFrame, records: dict[str, Any]) ->
             rows.append((row, *played))
     if not rows:
         return None
-    height, width = rows[0][1][0].shape[:2]
-    cell_w = 12.0 / FRAMES
+    strips = [_strip(frames) for _, frames, *_ in rows]
+    height, width = strips[0].shape[:2]
     fig, axes = plt.subplots(
-        len(rows),
-        FRAMES,
-        figsize=(12.0, len(rows) * (cell_w * height / width + 0.3) + 0.9),
-        squeeze=False,
+        len(rows), 1, figsize=(12.0, len(rows) * (12.0 * height / width + 0.35) + 0.9)
     )
-    for r, (row, frames, steps, episode_return, seed) in enumerate(rows):
-        for c in range(FRAMES):
-            ax = axes[r][c]
-            ax.set_axis_off()
-            if c < len(frames):
-                ax.imshow(frames[c])
-                ax.text(
-                    0.03,
-                    0.05,
-                    f"step {steps[c]}",
-                    color="white",
-                    fontsize=7,
-                    transform=ax.transAxes,
-                    bbox={"facecolor": "black", "alpha": 0.5, "pad": 1.5, "linewidth": 0},
-                )
-        axes[r][0].text(
-            0.0,
-            1.06,
-            f"{row[GROUP]} · run {row['run']} · episode seed {seed}: return {episode_return:.1f}",
-            transform=axes[r][0].transAxes,
+    for ax, strip, (row, _frames, steps, episode_return, seed) in zip(
+        np.atleast_1d(axes), strips, rows, strict=True
+    ):
+        ax.imshow(strip, interpolation="antialiased")
+        ax.set_axis_off()
+        ax.set_title(
+            f"{row[GROUP]} · run {row['run']} · episode seed {seed}: return "
+            f"{episode_return:.1f} · steps {', '.join(map(str, steps))}",
             fontsize=9,
-            fontweight="bold",
-            ha="left",
+            loc="left",
         )
     return finish(
         fig,
         f"{env}: the best stored final policy of each group, one episode",
         "Each row: the group's run with the best final evaluation, playing the first episode "
-        "of that evaluation (same env seed) deterministically; frames evenly spaced from the "
-        "reset to the last step, rendered headless.",
+        "of that evaluation (same env seed) deterministically; frames about evenly spaced from "
+        "the reset to the last step (their steps in the row's title), rendered headless.",
     )
 
 
