@@ -255,14 +255,13 @@ def play_episode(
     seed: int,
     frame_at: Callable[[int], bool] | None = None,
     sink: Any = None,
-    last_frame: bool = False,
 ) -> Episode:
     """Play one episode from ``env.reset(seed=seed)`` under the run's episode cap.
 
     ``frame_at(t)``: whether to take ``env.render()`` after ``t`` steps (t = 0 is the
     reset state; the env must render ``rgb_array``); frames go to ``sink.append``
     (a video writer) or, without a sink, into the episode's ``frames``, their steps
-    into ``frame_steps``. ``last_frame``: also take the final state's frame.
+    into ``frame_steps``.
     """
     cap = policy.max_episode_steps
     policy.reset()
@@ -288,9 +287,6 @@ def play_episode(
         if frame_at is not None and frame_at(steps):
             sink.append(np.asarray(env.render()))
             frame_steps.append(steps)
-    if last_frame and (not frame_steps or frame_steps[-1] != steps):
-        sink.append(np.asarray(env.render()))
-        frame_steps.append(steps)
     return Episode(
         seed=int(seed),
         episode_return=total,

@@ -170,15 +170,31 @@ def _run_means(b: Behaviours) -> pd.DataFrame:
     return z.groupby("run", sort=True)[b.names].mean()
 
 
+def _resampled_pairs(distances: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
+    """Distances between the pairs of a resample of runs (None: the runs themselves).
+
+    A run drawn twice is not paired with itself: its zero distance to itself says
+    nothing of diversity and would drag every resample down.
+    """
+    n = len(distances)
+    pick = np.arange(n) if rng is None else rng.integers(0, n, size=n)
+    i, j = np.triu_indices(n, k=1)
+    distinct = pick[i] != pick[j]
+    return distances[pick[i][distinct], pick[j][distinct]]
+
+
+def _distances(points: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(points[:, None, :] - points[None, :, :], axis=2)
+
+
 def _bootstrap_pairwise(points: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    """95% interval of the mean pairwise distance, resampling runs (pairs of distinct draws)."""
-    n = len(points)
-    distances = np.linalg.norm(points[:, None, :] - points[None, :, :], axis=2)
+    """95% interval of the mean pairwise distance between runs, resampling the runs."""
+    distances = _distances(points)
     values = []
     for _ in range(BOOTSTRAP_REPS):
-        pick = rng.integers(0, n, size=n)
-        i, j = np.triu_indices(n, k=1)
-        values.append(distances[pick[i], pick[j]].mean())
+        pairs = _resampled_pairs(distances, rng)
+        if pairs.size:
+            values.append(pairs.mean())
     low, high = np.percentile(values, [2.5, 97.5])
     return float(low), float(high)
 
@@ -234,21 +250,17 @@ def family_difference(b: Behaviours) -> dict[str, Any] | None:
         return None
     rng = np.random.default_rng(BEHAVIOUR_SEED)
     matrices = {
-        family: [np.linalg.norm(p[:, None, :] - p[None, :, :], axis=2) for p in groups]
-        for family, groups in by_family.items()
+        family: [_distances(points) for points in groups] for family, groups in by_family.items()
     }
 
     def pooled(family: str, resample: bool) -> float:
-        values = []
-        for distances in matrices[family]:
-            n = len(distances)
-            pick = rng.integers(0, n, n) if resample else np.arange(n)
-            i, j = np.triu_indices(n, k=1)
-            values.append(distances[pick[i], pick[j]])
-        return float(np.concatenate(values).mean())
+        pairs = [_resampled_pairs(d, rng if resample else None) for d in matrices[family]]
+        joined = np.concatenate(pairs)
+        return float(joined.mean()) if joined.size else math.nan
 
     point = pooled("es", False) - pooled("rl", False)
     draws = [pooled("es", True) - pooled("rl", True) for _ in range(BOOTSTRAP_REPS)]
+    draws = [d for d in draws if not math.isnan(d)]
     low, high = np.percentile(draws, [2.5, 97.5])
     return {
         "difference": point,
@@ -294,7 +306,7 @@ def diversity_figure(b: Behaviours, table: pd.DataFrame, caption_text: str) -> F
             right.errorbar(
                 k,
                 value,
-                yerr=[[value - row["low"]], [row["high"] - value]],
+                yerr=[[max(0.0, value - row["low"])], [max(0.0, row["high"] - value)]],
                 fmt="o",
                 color=color,
                 capsize=4,

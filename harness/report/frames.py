@@ -5,8 +5,8 @@ that stored their final policy (a COMPLETED run directory; compact archives keep
 no policies, so their reports skip this quietly) is loaded with
 :func:`harness.load_policy` and plays the first episode of its own last
 evaluation (the same env seed), headless (``rgb_array``), and :data:`FRAMES`
-moments about evenly spaced from the reset to the last step are shown: one row per
-group, one column per moment.
+moments evenly spaced from the reset to the last step are shown: one row per group,
+one column per moment.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def best_stored_runs(runs: pd.DataFrame, records: dict[str, Any]) -> pd.DataFram
 def _episode_frames(run_dir: Path) -> tuple[list[np.ndarray], list[int], float, int]:
     """Frames at evenly spaced steps of the run's first last-evaluation episode.
 
-    One pass: every ``stride``-th state is rendered (about :data:`FRAMES` x 4 of them
-    at the run's episode cap) and the final one; :data:`FRAMES` are then picked evenly.
+    The episode is played once to learn its length (it is deterministic: same seed, same
+    actions), then again rendering only the :data:`FRAMES` chosen states.
     """
     from harness.replay import last_evaluation, load_policy, play_episode
 
@@ -51,21 +51,12 @@ def _episode_frames(run_dir: Path) -> tuple[list[np.ndarray], list[int], float, 
     seed = last.seeds[0] if last is not None else int(policy.config["seed"])
     env = policy.make_env(render_mode="rgb_array")
     try:
-        spec = env.spec
-        cap = policy.max_episode_steps or (spec.max_episode_steps if spec is not None else None)
-        stride = max(1, int(cap or 1000) // (4 * FRAMES))
-        episode = play_episode(
-            policy, env, seed, frame_at=lambda t: t % stride == 0, last_frame=True
-        )
+        length = play_episode(policy, env, seed).length
+        steps = sorted({round(float(t)) for t in np.linspace(0, length, FRAMES)})
+        episode = play_episode(policy, env, seed, frame_at=lambda t: t in steps)
     finally:
         env.close()
-    picks = sorted({round(float(i)) for i in np.linspace(0, len(episode.frames) - 1, FRAMES)})
-    return (
-        [episode.frames[i] for i in picks],
-        [episode.frame_steps[i] for i in picks],
-        episode.episode_return,
-        seed,
-    )
+    return episode.frames, episode.frame_steps, episode.episode_return, seed
 
 
 def _strip(frames: list[np.ndarray], gap: int = 6) -> np.ndarray:
@@ -111,7 +102,7 @@ def frame_strip_figure(env: str, best: pd.DataFrame, records: dict[str, Any]) ->
         fig,
         f"{env}: the best stored final policy of each group, one episode",
         "Each row: the group's run with the best final evaluation, playing the first episode "
-        "of that evaluation (same env seed) deterministically; frames about evenly spaced from "
+        "of that evaluation (same env seed) deterministically; frames evenly spaced from "
         "the reset to the last step (their steps in the row's title), rendered headless.",
     )
 
