@@ -174,7 +174,10 @@ def _es_policy(folder: Path) -> tuple[Act, Reset]:
     mean = None if stats is None else np.asarray(stats["mean"], dtype=np.float32)
     std = None if stats is None else np.asarray(stats["std"], dtype=np.float32)
     policy = build_policy(spec)
-    policy.set_params(params, mean, std)
+    try:
+        policy.set_params(params, mean, std)
+    except ValueError as error:  # statistics of another size, non-finite values
+        raise PolicyLoadError(f"{folder}: {OBS_NORM} does not fit the policy: {error}") from None
 
     def act(obs: np.ndarray, deterministic: bool) -> Any:
         return policy.act(obs)  # an ES policy has no exploration noise of its own

@@ -23,6 +23,7 @@ policy (``harness enjoy``, the report's frames and behaviour statistics).
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -91,9 +92,15 @@ class LoadedPolicy:
         return None if cap is None else int(cap)
 
     def make_env(self, render_mode: str | None = None) -> Any:
-        """The env as the run's evaluation saw it (the env's own reward), optionally rendering."""
+        """The env as the run's evaluation saw it (the env's own reward), optionally rendering.
+
+        Rendering is headless: MuJoCo gets ``MUJOCO_GL=egl`` unless the variable is set
+        (GLFW, its default, needs a display).
+        """
         from envs.registry import make_env
 
+        if render_mode is not None:
+            os.environ.setdefault("MUJOCO_GL", "egl")
         env = make_env(self.env_name, render_mode=render_mode)
         if bool((self.config.get("params") or {}).get("time_feature")):
             from sb3_contrib.common.wrappers import TimeFeatureWrapper
