@@ -228,7 +228,7 @@ def diversity_table(b: Behaviours) -> pd.DataFrame:
                 "low": low,
                 "high": high,
                 "within-run spread": float(within),
-                "mean return": float(members["return"].mean()),
+                "mean return (these episodes)": float(members["return"].mean()),
             }
         )
     return pd.DataFrame(rows)
@@ -315,6 +315,7 @@ def diversity_figure(b: Behaviours, table: pd.DataFrame, caption_text: str) -> F
             right.plot(k, value, "o", color=color)
         right.plot(k + 0.18, row["within-run spread"], "D", mfc="none", color=color)
         right.annotate(f"n={row['n runs']}", (k, value), xytext=(6, 4), textcoords="offset points")
+    right.set_xlim(-0.5, len(table) - 0.3)
     right.set_xticks(range(len(table)))
     right.set_xticklabels([g[:22] for g in table["group"]], rotation=20, ha="right", fontsize=7)
     right.set_ylabel("mean pairwise distance (standardised)")
