@@ -99,6 +99,12 @@ def run(args: argparse.Namespace) -> int:
         seeds = [int(policy.config["seed"]) + k for k in range(episodes)]
         print(f"episodes: {episodes}, seeds {seeds[0]}..{seeds[-1]} (the run logged no evaluation)")
     env = policy.make_env(render_mode="rgb_array" if video else None)
+    if video is not None:
+        env.reset(seed=seeds[0])
+        probe = env.render()
+        if not (isinstance(probe, np.ndarray) and probe.ndim == 3):
+            env.close()
+            raise UsageError(f"--video: {policy.env_name} renders no rgb_array frames")
     fps = args.fps or float(env.metadata.get("render_fps") or 30)
     writer = VideoWriter(video, fps) if video is not None else None
     returns, lengths = [], []
