@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 #: Episodes every policy plays, and the seed their env seeds come from.
-EPISODES = 5
+EPISODES = 4
 BEHAVIOUR_SEED = 0
 BOOTSTRAP_REPS = 2000
 MIN_RUNS_INTERVAL = 3

@@ -4,9 +4,9 @@ For every group of an env, the run with the highest final evaluation among those
 that stored their final policy (a COMPLETED run directory; compact archives keep
 no policies, so their reports skip this quietly) is loaded with
 :func:`harness.load_policy` and plays the first episode of its own last
-evaluation (the same env seed), headless (``rgb_array``), and :data:`FRAMES`
-moments evenly spaced from the reset to the last step are shown: one row per group,
-one column per moment.
+evaluation (the same env seed), headless (``rgb_array``), once, and :data:`FRAMES`
+moments about evenly spaced from the reset to the last step are shown: one row per
+group, one column per moment.
 """
 
 from __future__ import annotations
@@ -38,25 +38,53 @@ def best_stored_runs(runs: pd.DataFrame, records: dict[str, Any]) -> pd.DataFram
     return ranked.groupby(["env", GROUP], sort=True).head(1).drop(columns="_score")
 
 
-def _episode_frames(run_dir: Path) -> tuple[list[np.ndarray], list[int], float, int]:
-    """Frames at evenly spaced steps of the run's first last-evaluation episode.
+class _Decimator:
+    """Keeps about :data:`FRAMES` x 4 states of an episode of unknown length, evenly spaced.
 
-    The episode is played once to learn its length (it is deterministic: same seed, same
-    actions), then again rendering only the :data:`FRAMES` chosen states.
+    Every ``stride``-th state is rendered; when more are kept than room allows, every
+    other one is dropped and the stride doubles. Memory stays bounded on long episodes
+    and the episode is played once.
     """
+
+    def __init__(self) -> None:
+        self.stride = 1
+        self.kept: list[tuple[int, np.ndarray]] = []
+        self._step = 0
+
+    def frame_at(self, t: int) -> bool:
+        self._step = t
+        return t % self.stride == 0
+
+    def append(self, frame: np.ndarray) -> None:
+        self.kept.append((self._step, frame))
+        if len(self.kept) > 4 * FRAMES:
+            self.stride *= 2
+            self.kept = [(t, f) for t, f in self.kept if t % self.stride == 0]
+
+    def pick(self) -> tuple[list[np.ndarray], list[int]]:
+        """:data:`FRAMES` of the kept states, evenly spaced, the first and last included."""
+        index = sorted({round(float(i)) for i in np.linspace(0, len(self.kept) - 1, FRAMES)})
+        return [self.kept[i][1] for i in index], [self.kept[i][0] for i in index]
+
+
+def _episode_frames(run_dir: Path) -> tuple[list[np.ndarray], list[int], float, int]:
+    """Frames at evenly spaced steps of the run's first last-evaluation episode."""
     from harness.replay import last_evaluation, load_policy, play_episode
 
     policy = load_policy(run_dir, source="final")
     last = last_evaluation(policy)
     seed = last.seeds[0] if last is not None else int(policy.config["seed"])
     env = policy.make_env(render_mode="rgb_array")
+    keeper = _Decimator()
     try:
-        length = play_episode(policy, env, seed).length
-        steps = sorted({round(float(t)) for t in np.linspace(0, length, FRAMES)})
-        episode = play_episode(policy, env, seed, frame_at=lambda t: t in steps)
+        episode = play_episode(policy, env, seed, frame_at=keeper.frame_at, sink=keeper)
+        if not keeper.kept or keeper.kept[-1][0] != episode.length:
+            keeper.frame_at(episode.length)
+            keeper.append(np.asarray(env.render()))  # the final state, still on screen
     finally:
         env.close()
-    return episode.frames, episode.frame_steps, episode.episode_return, seed
+    frames, steps = keeper.pick()
+    return frames, steps, episode.episode_return, seed
 
 
 def _strip(frames: list[np.ndarray], gap: int = 6) -> np.ndarray:
@@ -102,7 +130,7 @@ def frame_strip_figure(env: str, best: pd.DataFrame, records: dict[str, Any]) ->
         fig,
         f"{env}: the best stored final policy of each group, one episode",
         "Each row: the group's run with the best final evaluation, playing the first episode "
-        "of that evaluation (same env seed) deterministically; frames evenly spaced from "
+        "of that evaluation (same env seed) deterministically; frames about evenly spaced from "
         "the reset to the last step (their steps in the row's title), rendered headless.",
     )
 
