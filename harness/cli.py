@@ -277,6 +277,7 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "check-repro": ("harness.repro", "run a config repeatedly and compare metric digests"),
     "bench": ("harness.bench", "measure this machine: overhead, scaling, wire"),
     "benchmark": ("harness.benchmark", "the ES-against-RL benchmark: plan, run, report"),
+    "enjoy": ("harness.enjoy", "play a run's stored policy: returns per episode, a video"),
 }
 
 

@@ -747,16 +747,10 @@ class Trainer:
         if self.run is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 folder = Path(tmp)
-                np.save(folder / rundir.FINAL_PARAMS, self.algorithm.current_parameters())
-                spec = self.algorithm.context.policy_spec.to_dict()
-                (folder / rundir.POLICY_SPEC).write_text(json.dumps(spec, indent=2))
+                names = [*self.save_policy(folder), rundir.SUMMARY]
                 (folder / rundir.SUMMARY).write_text(
                     json.dumps({**summary, **self.algorithm.artifacts()}, indent=2)
                 )
-                names = list(rundir.ARTIFACT_NAMES)
-                export = getattr(self.algorithm, "export_files", None)
-                if export is not None:  # e.g. SB3's model.zip
-                    names += export(folder)
                 if self.population_log is not None and self.population_log.generation:
                     self.population_log.add_final_centre(self.algorithm.current_parameters())
                     self.population_log.save(folder / POPULATION_ARTIFACT)
@@ -764,6 +758,13 @@ class Trainer:
                 for name in names:
                     self.run.add_artifact(str(folder / name), name)
         return summary
+
+    # -- the trained policy (harness.policy_io) ---------------------------------------------
+    def save_policy(self, folder: Path) -> list[str]:
+        """Write the final policy in its field's format (ES params or SB3 model.zip) to folder."""
+        from harness.policy_io import save_policy
+
+        return save_policy(self.algorithm, folder)
 
     def target_summary(self) -> dict[str, Any] | None:
         """The ``target`` block of ``summary.json``: None without a target return."""

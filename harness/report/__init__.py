@@ -78,6 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the default PCA",
     )
     parser.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="skip the sections that play stored final policies (frames, behavioural "
+        "diversity): faster",
+    )
+    parser.add_argument(
         "--all-statuses",
         action="store_true",
         help="also use FAILED, INTERRUPTED and RUNNING runs (default: COMPLETED only)",
@@ -112,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             statuses=statuses,
             map_method="umap" if args.umap else "pca",
             note=args.note,
+            replay=not args.no_replay,
         )
     except (ReportError, UnreadableRun) as error:
         raise UsageError(str(error)) from None

@@ -1,0 +1,321 @@
+"""``harness.load_policy``: any run's trained policy as a callable, and episodes played with it.
+
+Example (documented in the README's "Replay and watch")::
+
+    import harness
+
+    policy = harness.load_policy("runs/3")  # final policy, or the last checkpoint's
+    env = policy.make_env()  # the env as the run's evaluation saw it
+    obs, _ = env.reset(seed=0)
+    policy.reset()
+    done = False
+    while not done:
+        obs, reward, terminated, truncated, _ = env.step(policy(obs))
+        done = terminated or truncated
+
+A COMPLETED run's final policy is read from its stored files (formats in
+:mod:`harness.policy_io`). A run that is RUNNING, INTERRUPTED or FAILED has no
+final policy: the algorithm is rebuilt from its last checkpoint, as ``harness
+resume`` does, with one inline worker, and its policy exported; ``source`` and
+``step`` say which was used. :func:`play_episode` is the one loop that plays a
+policy (``harness enjoy``, the report's frames and behaviour statistics).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from algorithms.es_common import eval_seeds
+from harness import rundir
+from harness.policy_io import Act, PolicyLoadError, Reset, has_policy, load_stored, save_policy
+
+__all__ = [
+    "Episode",
+    "LastEvaluation",
+    "LoadedPolicy",
+    "PolicyLoadError",
+    "body_position",
+    "last_evaluation",
+    "load_policy",
+    "play_episode",
+]
+
+SOURCES = ("auto", "final", "checkpoint")
+
+
+@dataclass
+class LoadedPolicy:
+    """A stored policy: call it with one observation to get one action.
+
+    ``source`` is ``"final"`` (the run's final policy) or ``"checkpoint"`` (its last
+    checkpoint, taken after training step ``step``); ``status`` is the run's recorded
+    status. ``deterministic`` is the default of every call (the ES policies have no
+    exploration noise: they act the same either way).
+    """
+
+    run_dir: Path
+    config: dict[str, Any]
+    source: str
+    step: int | None
+    status: str | None
+    act: Act
+    reset_state: Reset
+    deterministic: bool = True
+
+    def __call__(self, obs: np.ndarray, deterministic: bool | None = None) -> Any:
+        """The action for ``obs`` (the deterministic one unless asked otherwise)."""
+        return self.act(obs, self.deterministic if deterministic is None else deterministic)
+
+    def reset(self) -> None:
+        """Clear recurrent state before a new episode (a no-op for feed-forward policies)."""
+        self.reset_state()
+
+    @property
+    def algo(self) -> str:
+        return str(self.config["algo"])
+
+    @property
+    def env_name(self) -> str:
+        return str(self.config["env"])
+
+    @property
+    def max_episode_steps(self) -> int | None:
+        """The run's episode cap (its evaluation's), or None for the env's own limit."""
+        cap = self.config.get("max_episode_steps")
+        return None if cap is None else int(cap)
+
+    def make_env(self, render_mode: str | None = None) -> Any:
+        """The env as the run's evaluation saw it (the env's own reward), optionally rendering.
+
+        Rendering is headless: MuJoCo gets ``MUJOCO_GL=egl`` unless the variable is set
+        (GLFW, its default, needs a display).
+        """
+        from envs.registry import make_env
+
+        if render_mode is not None:
+            os.environ.setdefault("MUJOCO_GL", "egl")
+        env = make_env(self.env_name, render_mode=render_mode)
+        if bool((self.config.get("params") or {}).get("time_feature")):
+            from sb3_contrib.common.wrappers import TimeFeatureWrapper
+
+            env = TimeFeatureWrapper(env)
+        return env
+
+    def describe(self) -> str:
+        """One line: which policy of which run this is."""
+        where = "final policy" if self.source == "final" else f"last checkpoint (step {self.step})"
+        return f"{self.algo} on {self.env_name}: {where} of run {self.run_dir} ({self.status})"
+
+
+def _from_checkpoint(run_dir: Path) -> tuple[Act, Reset, int, dict[str, Any]]:
+    """Rebuild the algorithm from the run's checkpoint (inline, one worker) and export it."""
+    from harness.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+    from harness.runner import build_algorithm
+
+    try:
+        state = load_checkpoint(run_dir / CHECKPOINT_NAME)
+    except CheckpointError as error:
+        raise PolicyLoadError(f"run {run_dir} has no final policy and {error}") from None
+    config = dict(state["config"])
+    algorithm = build_algorithm({**config, "backend": "inline", "workers": 1, "sync": "broadcast"})
+    try:
+        algorithm.load_state_dict(state["algorithm"])
+        with tempfile.TemporaryDirectory(prefix="harness-policy-") as tmp:
+            save_policy(algorithm, Path(tmp))
+            act, reset = load_stored(Path(tmp))
+    finally:
+        algorithm.close()
+    return act, reset, int(state["progress"]["step"]), config
+
+
+def load_policy(
+    run_dir: str | Path, deterministic: bool = True, source: str = "auto"
+) -> LoadedPolicy:
+    """The policy a run trained, as a callable from one observation to one action.
+
+    ``source``: ``"final"`` (the stored final policy), ``"checkpoint"`` (the last
+    checkpoint's) or ``"auto"``: the final one of a COMPLETED run that stored one, else
+    the checkpoint's. Observations are normalised as the run's evaluation did (OpenAI-ES
+    running statistics, or SB3's ``VecNormalize``). Raises :class:`PolicyLoadError`
+    (one line naming the run) when the run or its policy cannot be read.
+    """
+    folder = Path(run_dir)
+    if source not in SOURCES:
+        raise PolicyLoadError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    if not (folder / rundir.CONFIG).is_file():
+        raise PolicyLoadError(f"{str(run_dir)!r} is not a run directory (no {rundir.CONFIG})")
+    from harness.policy_io import read_json
+
+    config = read_json(folder / rundir.CONFIG)
+    status = rundir.read_status(folder)
+    final = has_policy(folder)
+    use_final = source == "final" or (source == "auto" and final and status == "COMPLETED")
+    step: int | None = None
+    if use_final:
+        if not final:
+            raise PolicyLoadError(f"run {run_dir} stored no final policy (status {status})")
+        act, reset = load_stored(folder)
+    else:
+        act, reset, step, config = _from_checkpoint(folder)
+    return LoadedPolicy(
+        run_dir=folder,
+        config=config,
+        source="final" if use_final else "checkpoint",
+        step=step,
+        status=status,
+        act=act,
+        reset_state=reset,
+        deterministic=deterministic,
+    )
+
+
+@dataclass(frozen=True)
+class LastEvaluation:
+    """The run's last evaluation of the policy loaded: its index, episode seeds and mean.
+
+    ``step`` is the training step it followed; ``of_this_policy`` whether the policy
+    loaded is the one it evaluated (a checkpoint taken later is not).
+    """
+
+    index: int
+    seeds: list[int]
+    return_mean: float
+    step: int
+    of_this_policy: bool
+
+
+def last_evaluation(policy: LoadedPolicy) -> LastEvaluation | None:
+    """The run's last evaluation at or before the loaded policy (None: none logged).
+
+    Evaluation ``i`` of a run played the seeds :func:`algorithms.es_common.eval_seeds`
+    gives for ``(seed, i, eval_episodes)``; ``metrics.json`` lists one
+    ``eval_return_mean`` per evaluation, in order.
+    """
+    try:
+        series = rundir.read_metrics(policy.run_dir).get("eval_return_mean") or {}
+    except (OSError, ValueError):
+        return None
+    steps = list(series.get("steps") or [])
+    values = list(series.get("values") or [])
+    if policy.step is not None:
+        kept = [i for i, s in enumerate(steps) if s <= policy.step]
+        steps, values = [steps[i] for i in kept], [values[i] for i in kept]
+    if not steps:
+        return None
+    index = len(steps) - 1
+    episodes = int(policy.config["eval_episodes"])
+    seeds = eval_seeds(int(policy.config["seed"]), index, episodes)
+    last_step = int(steps[-1])
+    of_this = policy.step is None or last_step == policy.step
+    return LastEvaluation(index, seeds, float(values[-1]), last_step, of_this)
+
+
+def body_position(env: Any) -> tuple[float, float] | None:
+    """Where the agent's body is (x, y in the env's world units), where the env says.
+
+    pybullet locomotion (``robot.body_xyz``), MuJoCo (``data.qpos[:2]``, the root's
+    x and y for the locomotion tasks) and Box2D's lander (``lander.position``); None
+    for other envs.
+    """
+    inner = env.unwrapped
+    robot = getattr(inner, "robot", None)
+    if robot is not None and getattr(robot, "body_xyz", None) is not None:
+        x, y = robot.body_xyz[:2]
+        return float(x), float(y)
+    lander = getattr(inner, "lander", None)
+    if lander is not None:
+        return float(lander.position[0]), float(lander.position[1])
+    data = getattr(inner, "data", None)
+    if data is not None and getattr(data, "qpos", None) is not None and len(data.qpos) >= 2:
+        return float(data.qpos[0]), float(data.qpos[1])
+    return None
+
+
+@dataclass
+class Episode:
+    """One played episode: its return (the env's own reward), length, actions and frames.
+
+    ``observations`` are the ones the policy acted on; ``position`` is
+    :func:`body_position` at the end.
+    """
+
+    seed: int
+    episode_return: float
+    length: int
+    actions: np.ndarray
+    observations: np.ndarray
+    position: tuple[float, float] | None
+    frames: list[np.ndarray] = field(default_factory=list)
+    frame_steps: list[int] = field(default_factory=list)
+
+
+def play_episode(
+    policy: LoadedPolicy,
+    env: Any,
+    seed: int,
+    frame_at: Callable[[int], bool] | None = None,
+    sink: Any = None,
+) -> Episode:
+    """Play one episode from ``env.reset(seed=seed)`` under the run's episode cap.
+
+    ``frame_at(t)``: whether to take ``env.render()`` after ``t`` steps (t = 0 is the
+    reset state; the env must render ``rgb_array``); frames go to ``sink.append``
+    (a video writer) or, without a sink, into the episode's ``frames``, their steps
+    into ``frame_steps``.
+    """
+    cap = policy.max_episode_steps
+    policy.reset()
+    obs, _ = env.reset(seed=int(seed))
+    frames: list[np.ndarray] = []
+    if sink is None:
+        sink = frames
+    actions: list[np.ndarray] = []
+    seen: list[np.ndarray] = []
+    total, steps, done = 0.0, 0, False
+    frame_steps: list[int] = []
+    if frame_at is not None and frame_at(0):
+        sink.append(np.asarray(env.render()))
+        frame_steps.append(0)
+    while not done and (cap is None or steps < cap):
+        action = policy(obs)
+        seen.append(np.asarray(obs, dtype=np.float64).ravel())
+        actions.append(np.asarray(action, dtype=np.float64).ravel())
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total += float(reward)
+        steps += 1
+        done = bool(terminated or truncated)
+        if frame_at is not None and frame_at(steps):
+            sink.append(np.asarray(env.render()))
+            frame_steps.append(steps)
+    return Episode(
+        seed=int(seed),
+        episode_return=total,
+        length=steps,
+        actions=np.stack(actions) if actions else np.zeros((0, 0)),
+        observations=np.stack(seen) if seen else np.zeros((0, 0)),
+        position=body_position(env),
+        frames=frames,
+        frame_steps=frame_steps,
+    )
+
+
+def play(
+    policy: LoadedPolicy,
+    seeds: Sequence[int],
+    render: bool = False,
+    frame_at: Callable[[int], bool] | None = None,
+) -> list[Episode]:
+    """One episode per seed on a fresh env (rendering ``rgb_array`` frames when ``render``)."""
+    env = policy.make_env(render_mode="rgb_array" if render else None)
+    try:
+        chosen = frame_at if frame_at is not None else (lambda _t: True) if render else None
+        return [play_episode(policy, env, seed, chosen) for seed in seeds]
+    finally:
+        env.close()
