@@ -70,7 +70,6 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -84,7 +83,6 @@ from envs.reward_shaping import RewardTransform, shape_training_reward
 #: SeedSequence stream of the env seeds used when training resumes from a checkpoint.
 STREAM_RESUME_ENVS = 100
 #: The run artifact holding the trained SB3 model (``model.save``).
-MODEL_ZIP = "model.zip"
 
 
 def validate_rl_common(config: Any) -> None:
@@ -639,11 +637,6 @@ class SB3Algorithm(Algorithm):
         rng = stream_rng(self.context.seed, STREAM_RESUME_ENVS, int(state["num_timesteps"]))
         self.vec_env.seed(int(rng.integers(0, SEED_BOUND - self.config.n_envs)))
         self.rngs.states = state["rngs"]
-
-    def export_files(self, folder: Path) -> list[str]:
-        """Write the trained model as SB3's ``model.zip`` (loadable by ``CLASS.load``)."""
-        self.model.save(folder / MODEL_ZIP)
-        return [MODEL_ZIP]
 
     def artifacts(self) -> dict[str, Any]:
         return {

@@ -543,11 +543,12 @@ def is_run_archive(path: Path) -> bool:
     return path.name.endswith(ARCHIVE_SUFFIX) and path.is_file()
 
 
-def write_run_archive(runs: Sequence[Path], out: Path) -> None:
+def write_run_archive(runs: Sequence[Path], out: Path, also: Sequence[str] = ()) -> None:
     """Write ``runs`` (run directories) to ``out`` as ``runs/<id>/<file>``, atomically.
 
-    Only :data:`ARCHIVED_FILES` travel: enough for ``harness report`` to redraw every
-    figure but the map of visited models. Members are added in a fixed order with
+    Only :data:`ARCHIVED_FILES` travel, plus the files named in ``also`` (a report whose
+    figures replay stored policies keeps them): enough for ``harness report`` to redraw
+    every figure but the map of visited models. Members are added in a fixed order with
     fixed owners and times, so the same runs give the same bytes.
     """
     import io
@@ -557,7 +558,7 @@ def write_run_archive(runs: Sequence[Path], out: Path) -> None:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for run_dir in sorted(runs, key=lambda p: int(p.name) if p.name.isdigit() else p.name):
-            for name in ARCHIVED_FILES:
+            for name in dict.fromkeys([*ARCHIVED_FILES, *also]):
                 path = run_dir / name
                 if not path.is_file():
                     continue
