@@ -62,6 +62,31 @@ def runs_by_cell(runs_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return found
 
 
+def start_driver(sweep: Path, runs: Path, address: str, *extra: str) -> subprocess.Popen[str]:
+    """`harness sweep` on the cluster in the background, shipping every half second."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "sweep",
+            str(sweep),
+            *extra,
+            "--runs-dir",
+            str(runs),
+            "--ray-address",
+            address,
+            "--ship-every",
+            "0.5",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "HARNESS_PROGRESS": "0"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 @pytest.fixture
 def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     import ray
@@ -125,27 +150,7 @@ def test_a_lost_node_s_cell_finishes_elsewhere_from_its_last_checkpoint(
     reference = tmp_path / "reference"
     harness_cli("sweep", str(sweep), "--runs-dir", str(reference), "--no-progress")
     remote = tmp_path / "remote"
-    env = {**os.environ, "HARNESS_PROGRESS": "0"}
-    driver = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "sweep",
-            str(sweep),
-            "--runs-dir",
-            str(remote),
-            "--ray-address",
-            cluster.address,
-            "--ship-every",
-            "0.5",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    driver = start_driver(sweep, remote, cluster.address)
     try:
         run_json, checkpoint = remote / "1" / "run.json", remote / "1" / "checkpoint.pkl"
         deadline = time.monotonic() + 240
@@ -207,28 +212,7 @@ def test_an_interrupted_cluster_sweep_reruns_skipping_completed_cells(
         "--ray-address",
         cluster.address,
     )
-    env = {**os.environ, "HARNESS_PROGRESS": "0"}
-    driver = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "sweep",
-            str(sweep),
-            *long,
-            "--runs-dir",
-            str(remote),
-            "--ray-address",
-            cluster.address,
-            "--ship-every",
-            "0.5",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    driver = start_driver(sweep, remote, cluster.address, *long)
     checkpoint = remote / "2" / "checkpoint.pkl"
     deadline = time.monotonic() + 240
     while not checkpoint.is_file():
