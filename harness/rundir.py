@@ -572,7 +572,7 @@ def write_run_archive(runs: Sequence[Path], out: Path, also: Sequence[str] = ())
     atomic_write(out, [packed], prefix=f".{out.name}-")
 
 
-_EXTRACTED: dict[Path, Path] = {}
+_EXTRACTED: dict[tuple[Path, int, int], Path] = {}
 
 
 def extract_run_archive(path: Path) -> Path:
@@ -587,7 +587,8 @@ def extract_run_archive(path: Path) -> Path:
     import tarfile
     import tempfile
 
-    key = path.resolve()
+    stat = path.stat()
+    key = (path.resolve(), stat.st_mtime_ns, stat.st_size)  # a rewritten archive is new
     if key in _EXTRACTED:
         return _EXTRACTED[key]
     root = Path(tempfile.mkdtemp(prefix="harness-archive-"))
