@@ -11,9 +11,11 @@ group, one column per moment.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -105,7 +107,13 @@ def frame_strip_figure(env: str, best: pd.DataFrame, records: dict[str, Any]) ->
 
     rows = []
     for _, row in best.iterrows():
-        played = _episode_frames(Path(records[row["run"]].path))
+        try:
+            played = _episode_frames(Path(records[row["run"]].path))
+        except (TypeError, ValueError, NotImplementedError, gym.error.Error) as error:
+            # An env of the user's own may render nothing (no render_mode at all): the
+            # report goes on without its frames and says why.
+            print(f"harness: warning: no frames of {env}: {error}".splitlines()[0], file=sys.stderr)
+            continue
         if played[0]:
             rows.append((row, *played))
     if not rows:
