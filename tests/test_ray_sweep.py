@@ -241,6 +241,7 @@ def test_an_interrupted_cluster_sweep_reruns_skipping_completed_cells(
 
 def test_the_documented_ray_start_commands_run_a_sweep(tmp_path: Path) -> None:
     """docs/cluster.md's `ray start --head` and `ray start --address`, on this machine."""
+    import secrets
     import socket
 
     import psutil
@@ -253,9 +254,14 @@ def test_the_documented_ray_start_commands_run_a_sweep(tmp_path: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     address = f"127.0.0.1:{port}"
-    # `ray start --head` turns token authentication on; the other nodes and the driver
-    # present the token (~/.ray/auth_token here) when told to, as docs/cluster.md says.
-    env = {**os.environ, "HARNESS_RAY_PY_MODULES": "0", "RAY_AUTH_MODE": "token"}
+    # Token authentication as docs/cluster.md sets it up: every node and the driver are
+    # given the cluster's token (here a fresh one, so no ~/.ray/auth_token is needed).
+    env = {
+        **os.environ,
+        "HARNESS_RAY_PY_MODULES": "0",
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(32),
+    }
     env.pop("RAY_ADDRESS", None)
     common = [
         "--disable-usage-stats",
