@@ -15,12 +15,16 @@ import os
 import sys
 from pathlib import Path
 
-from harness.benchmark.spec import Benchmark, BenchmarkError, load_benchmark
+from harness.benchmark.spec import (
+    Benchmark,
+    BenchmarkError,
+    load_benchmark,
+    measured_random_scores,
+)
 from harness.commands import UsageError, check_runs_dir
 
 DEFAULT_FILE = Path("experiments/benchmark.yaml")
 DEFAULT_OUT = Path("reports/benchmark")
-RANDOM_SCORES = "random_scores.json"
 #: Episodes per seed of the random-policy reference score.
 RANDOM_EPISODES = 10
 
@@ -149,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--jobs must be a positive integer, got {args.jobs}")
     check_runs_dir(args.runs_dir)
     args.runs_dir.mkdir(parents=True, exist_ok=True)
-    reference = args.runs_dir / "_benchmark" / RANDOM_SCORES
+    reference = measured_random_scores(args.runs_dir)
     if not reference.is_file():
         reference.parent.mkdir(parents=True, exist_ok=True)
         print("benchmark: measuring random-policy scores", file=sys.stderr)

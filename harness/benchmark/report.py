@@ -36,14 +36,13 @@ import pandas as pd
 
 from algorithms.registry import family_of
 from harness import rundir
-from harness.benchmark.spec import Benchmark, Task
+from harness.benchmark.spec import RANDOM_SCORES, Benchmark, Task, measured_random_scores
 from harness.report import data as d
 from harness.report import stats
 from harness.report.tables import fmt, interval, markdown_table
 from harness.sweep.identity import cell_identity, same_cell
 
 ARCHIVE = "runs" + rundir.ARCHIVE_SUFFIX
-RANDOM_SCORES = "random_scores.json"
 #: The x axes scores are compared at: timesteps, and CPU-seconds of the run's processes.
 AXES = {"timesteps": "timesteps", "cpu_seconds": "CPU-seconds"}
 BOOTSTRAP_SEED = 0
@@ -394,7 +393,7 @@ def improvement_rows(matrix: dict[str, np.ndarray], families: dict[str, str]) ->
 
 def _random_scores(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict[str, Any]:
     committed = out / RANDOM_SCORES
-    measured = runs_dir / "_benchmark" / RANDOM_SCORES if runs_dir is not None else None
+    measured = measured_random_scores(runs_dir) if runs_dir is not None else None
     if measured is not None and measured.is_file():
         out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(measured, committed)

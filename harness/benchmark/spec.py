@@ -25,6 +25,16 @@ TASK_KEYS = ("env", "budget", "reference", "algos", "set", "overrides", "note", 
 FIRST_HELD_OUT_SEED = 100
 
 
+#: The random-policy reference scores: measured into a runs directory by ``benchmark run``,
+#: committed beside the benchmark's report by ``benchmark report``.
+RANDOM_SCORES = "random_scores.json"
+
+
+def measured_random_scores(runs_dir: Path) -> Path:
+    """Where ``benchmark run`` keeps the random-policy scores it measured for ``runs_dir``."""
+    return runs_dir / "_benchmark" / RANDOM_SCORES
+
+
 class BenchmarkError(ValueError):
     """A bad benchmark file; the message is one line naming the file and the value."""
 
