@@ -318,7 +318,14 @@ def aggregate_figures(
         )
     algos = sorted(matrix, key=lambda a: points[a][0])
     fig, _ = plot_utils.plot_interval_estimates(
-        points, intervals, metric_names=["IQM", "Mean"], algorithms=algos, xlabel="Normalised score"
+        points,
+        intervals,
+        metric_names=["IQM", "Mean"],
+        algorithms=algos,
+        xlabel="Normalised score",
+        # rliable's defaults put the axis label over the ticks when only a few rows are drawn
+        row_height=0.6,
+        xlabel_y_coordinate=-0.4,
     )
     interval_png = f"aggregate_{suffix}.png"
     save(fig, out / interval_png)
