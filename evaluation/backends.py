@@ -53,14 +53,10 @@ Snapshot = Callable[[], Replica]
 
 @contextlib.contextmanager
 def sigint_ignored() -> Iterator[None]:
-    """Ignore SIGINT in this block: child processes started in it inherit "ignore".
+    """Ignore SIGINT in this block (a second Ctrl-C must not cut a final checkpoint short).
 
-    Ctrl-C in a terminal goes to the whole foreground process group. Spawned
-    workers keep an ignored disposition across ``exec`` (Python installs its
-    KeyboardInterrupt handler only where SIGINT is not ignored), so Ctrl-C
-    reaches only the head, which stops them cleanly: no worker tracebacks. The
-    window is kept to the process creation itself: the head's own handler is
-    back as soon as the children exist.
+    A SIGINT that arrives in the block is lost: to start child processes, use
+    :func:`sigint_held_from_children`, which loses none.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -72,6 +68,27 @@ def sigint_ignored() -> Iterator[None]:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def sigint_held_from_children() -> Iterator[None]:
+    """Start child processes in this block: they never act on SIGINT, and the head loses none.
+
+    Ctrl-C in a terminal goes to the whole foreground process group; the head stops
+    its workers cleanly, so the workers must not act on it (no worker tracebacks).
+    SIGINT is blocked in this thread for the block: children inherit the mask across
+    ``fork`` and ``exec`` and keep it until their entry point ignores SIGINT. Ignoring
+    it in the head instead would drop a stop that arrives meanwhile (a sweep stopping
+    a cell while it starts its workers); blocked, it is held and delivered after.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class WorkerLostError(RuntimeError):
@@ -587,7 +604,7 @@ class ProcessEvaluator(PoolEvaluator):
             daemon=True,
             name=f"es-harness-worker-{worker_id}",
         )
-        with sigint_ignored():
+        with sigint_held_from_children():
             process.start()
         worker_conn.close()
         return _ProcessWorker(process, head_conn, worker_id)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import time
 import traceback
 from typing import Any
@@ -182,6 +183,9 @@ def process_worker_main(
     reward_transform: str = "none",
 ) -> None:
     """Entry point of a pool worker process: serve broadcasts and task batches until closed."""
+    # Started with SIGINT blocked (backends.sigint_held_from_children); Ctrl-C is the head's.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     noise: NoiseTable | None = None
     if noise_spec is not None:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluation.backends import sigint_held_from_children
 from harness.checkpoint import (
     MAGIC,
     CheckpointError,
@@ -204,6 +205,31 @@ def _wait_for_record(runs: Path, proc: subprocess.Popen[str]) -> None:
     while not (runs / "1" / "run.json").exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.005)
+
+
+def test_a_sigint_while_workers_start_is_held_for_the_head_not_lost() -> None:
+    """Workers start with SIGINT blocked; a stop that arrives meanwhile reaches the head after."""
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        with sigint_held_from_children():
+            child = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import signal; print(signal.SIGINT in "
+                    "signal.pthread_sigmask(signal.SIG_BLOCK, set()))",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            os.kill(os.getpid(), signal.SIGINT)  # another thread may take it: still the head's
+        time.sleep(0.05)
+        assert received == [signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert child.stdout.strip() == "True", "a child started in the block acts on Ctrl-C"
 
 
 @pytest.mark.parametrize(
