@@ -38,8 +38,8 @@ def test_shipped_benchmark_is_valid_and_held_out() -> None:
     assert len(bench.tasks) >= 5
     assert all(seed >= 100 for seed in bench.seeds) and len(bench.seeds) >= 5
     assert len(bench.sweep.cells) == sum(len(t.algos) for t in bench.tasks) * len(bench.seeds)
-    costs = [bench.cost_of(cell) for cell in bench.sweep.cells]
-    assert costs == sorted(costs), "cells run cheapest first"
+    order = [(bench.tasks.index(bench.task_of(c)), bench.cost_of(c)) for c in bench.sweep.cells]
+    assert order == sorted(order), "cells run task by task, cheapest first within a task"
     assert {c.config["workers"] for c in bench.sweep.cells} == {bench.workers}
 
 
@@ -73,8 +73,14 @@ def test_bad_benchmark_file_names_the_value(
 def test_small_benchmark_runs_resumes_and_redraws_from_its_archive(tmp_path: Path) -> None:
     spec = write(tmp_path, SMALL)
     runs, out, summary = tmp_path / "runs", tmp_path / "report", tmp_path / "BENCHMARK.md"
+    part = ("benchmark", "run", "--file", str(spec), "--runs-dir", str(runs), "--algo", "optimes")
+    assert "3 cells, 0 already completed, 3 ran" in harness_cli(*part).stdout
     ran = harness_cli("benchmark", "run", "--file", str(spec), "--runs-dir", str(runs))
-    assert "6 cells, 0 already completed, 6 ran" in ran.stdout
+    assert "6 cells, 3 already completed, 3 ran" in ran.stdout
+    for flag, value in (("--task", "Hopper-v5"), ("--algo", "sac")):
+        bad = harness_cli("benchmark", "plan", "--file", str(spec), flag, value, check=False)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert repr(value) in bad.stderr
     again = harness_cli("benchmark", "run", "--file", str(spec), "--runs-dir", str(runs))
     assert "6 already completed, 0 ran" in again.stdout
 

@@ -2,8 +2,9 @@
 
 ``plan`` lists the cells of ``experiments/benchmark.yaml`` with their estimated
 CPU cost and which are done; ``run`` runs the missing cells as one resumable
-sweep (cheapest first) and measures each task's random-policy score; ``report``
-archives the completed runs and writes ``reports/benchmark/`` and
+sweep (task by task, cheapest first within a task; ``--task`` and ``--algo``
+pick a part, say the Ant cells for a larger machine) and measures each task's
+random-policy score; ``report`` archives the completed runs and writes ``reports/benchmark/`` and
 ``BENCHMARK.md``, from a runs directory or from the committed archive alone.
 """
 
@@ -48,6 +49,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help="Sacred FileStorage directory of the benchmark's runs"
             + ("" if name != "report" else " (none: the committed archive alone)"),
         )
+        if name != "report":
+            command.add_argument(
+                "--task",
+                action="append",
+                default=[],
+                metavar="ENV",
+                help="only this task's cells (repeatable; default: every task)",
+            )
+            command.add_argument(
+                "--algo",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help="only this algorithm's cells (repeatable; default: every algorithm)",
+            )
         if name == "run":
             command.add_argument("--jobs", type=int, default=1, help="cells at once (1)")
             command.add_argument(
@@ -77,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace) -> Benchmark:
     try:
-        return load_benchmark(args.file)
+        bench = load_benchmark(args.file)
+        return bench.only(getattr(args, "task", []), getattr(args, "algo", []))
     except BenchmarkError as error:
         raise UsageError(str(error)) from None
 

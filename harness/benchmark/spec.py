@@ -5,14 +5,15 @@ algorithms to compare, a reference score for normalisation and the estimated
 CPU-seconds of one cell per algorithm. Every (task, algorithm, seed) is one
 sweep cell built by :func:`harness.sweep.spec.build_cell_config`, exactly as
 ``harness sweep`` builds its cells, so completed cells are skipped and
-interrupted ones resumed in the same way. Cells are ordered cheapest first: a
-benchmark cut short holds whole groups of the cheap tasks.
+interrupted ones resumed in the same way. Cells run task by task in the file's
+order, cheapest first within a task: a benchmark cut short holds whole tasks
+(what the cross-task aggregate needs), and the file's order is its priority.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,24 @@ class Benchmark:
         return float(self.task_of(cell).cost_cpu_s.get(str(cell.config["algo"]), 0.0))
 
     _task_index: dict[int, int] = field(default_factory=dict)
+
+    def only(self, envs: list[str], algos: list[str]) -> Benchmark:
+        """The same benchmark restricted to these tasks and algorithms (empty: all of them)."""
+        known_envs = [task.env for task in self.tasks]
+        known_algos = sorted({algo for task in self.tasks for algo in task.algos})
+        for value, known, what in [(e, known_envs, "task") for e in envs] + [
+            (a, known_algos, "algorithm") for a in algos
+        ]:
+            if value not in known:
+                raise _fail(self.path, f"no {what} {value!r} here; known: {', '.join(known)}")
+        cells = [
+            cell
+            for cell in self.sweep.cells
+            if (not envs or self.task_of(cell).env in envs)
+            and (not algos or str(cell.config["algo"]) in algos)
+        ]
+        sweep = replace(self.sweep, cells=cells)
+        return replace(self, sweep=sweep)
 
 
 def _fail(path: Path, message: str) -> BenchmarkError:
@@ -168,7 +187,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
         raise _fail(path, "tasks must be a non-empty list")
     tasks = [_parse_task(item, i, path) for i, item in enumerate(raw_tasks)]
 
-    planned: list[tuple[float, int, int, int, dict[str, Any]]] = []
+    planned: list[tuple[int, float, int, int, dict[str, Any]]] = []
     for t_index, task in enumerate(tasks):
         for a_index, algo in enumerate(task.algos):
             for seed in seeds:
@@ -188,11 +207,11 @@ def load_benchmark(path: str | Path) -> Benchmark:
                 except ConfigError as error:
                     raise _fail(path, f"task {task.env} algo {algo}: {error}") from None
                 cost = task.cost_cpu_s.get(algo, 0.0)
-                planned.append((cost, t_index, seed, a_index, config))
-    # Cheapest first; within a cost, task by task and seed by seed.
+                planned.append((t_index, cost, seed, a_index, config))
+    # Task by task; within a task cheapest first, then seed by seed.
     planned.sort(key=lambda item: item[:4])
     cells = [Cell(i, item[4]) for i, item in enumerate(planned)]
     sweep = Sweep(name, path, cells, str(data.get("description") or "").strip(), 1)
     bench = Benchmark(name, path, list(seeds), workers, tasks, sweep)
-    bench._task_index = {i: item[1] for i, item in enumerate(planned)}
+    bench._task_index = {i: item[0] for i, item in enumerate(planned)}
     return bench
