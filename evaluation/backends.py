@@ -77,7 +77,8 @@ def sigint_held_from_children() -> Iterator[None]:
     Ctrl-C in a terminal goes to the whole foreground process group; the head stops
     its workers cleanly, so the workers must not act on it (no worker tracebacks).
     SIGINT is blocked in this thread for the block: children inherit the mask across
-    ``fork`` and ``exec`` and keep it until their entry point ignores SIGINT. Ignoring
+    ``fork`` and ``exec`` (pool workers then ignore SIGINT outright; Ray's processes
+    keep it blocked, and so do threads started in the block). Ignoring
     it in the head instead would drop a stop that arrives meanwhile (a sweep stopping
     a cell while it starts its workers); blocked, it is held and delivered after.
     """

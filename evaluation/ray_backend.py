@@ -44,7 +44,7 @@ from evaluation.backends import (
     PoolEvaluator,
     PoolWorker,
     WorkerLostError,
-    sigint_ignored,
+    sigint_held_from_children,
 )
 from evaluation.noise import NoiseSpec, NoiseTable
 from evaluation.worker import CLOSE, TaskRunner
@@ -146,7 +146,7 @@ def connect(
     address = address or os.environ.get("RAY_ADDRESS") or None
     common: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address is None:
-        with sigint_ignored():  # Ray's own processes: Ctrl-C is the head's
+        with sigint_held_from_children():  # Ray's own processes: Ctrl-C is the head's
             ray.init(
                 address="local",
                 num_cpus=num_cpus,
