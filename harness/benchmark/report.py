@@ -520,6 +520,7 @@ def write_benchmark_report(
         "score: 0 for uniformly random actions, 1 at the task's reference score.",
         "Wall-clock is not compared here: these runs shared a 2-core machine with other work. "
         "CPU-seconds are each run's own process tree.",
+        *([bench.description] if bench.description else []),
     ]
     leaders = Section("Who leads, per task", tables=[("", pd.DataFrame(task_rows))])
     command = "harness benchmark report"

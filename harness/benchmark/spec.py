@@ -212,6 +212,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
     planned.sort(key=lambda item: item[:4])
     cells = [Cell(i, item[4]) for i, item in enumerate(planned)]
     sweep = Sweep(name, path, cells, str(data.get("description") or "").strip(), 1)
-    bench = Benchmark(name, path, list(seeds), workers, tasks, sweep)
+    description = str(data.get("description") or "").strip()
+    bench = Benchmark(name, path, list(seeds), workers, tasks, sweep, description)
     bench._task_index = {i: item[0] for i, item in enumerate(planned)}
     return bench
