@@ -7,9 +7,12 @@ import os
 import textwrap
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from harness.benchmark.spec import BenchmarkError, load_benchmark
+from harness.benchmark.report import TaskScores, aggregate_matrix
+from harness.benchmark.spec import BenchmarkError, Task, load_benchmark
 from harness.rundir import extract_run_archive, run_dirs
 from tests.conftest import ROOT, harness_cli
 
@@ -157,3 +160,29 @@ def test_report_reads_an_archive_as_a_runs_directory(tmp_path: Path) -> None:
         assert (tmp_path / "from_dir" / name).read_bytes() != b""
     from_dir = (tmp_path / "from_dir" / "eval_vs_timesteps.png").read_bytes()
     assert from_dir == (tmp_path / "from_archive" / "eval_vs_timesteps.png").read_bytes()
+
+
+def test_aggregate_takes_complete_tasks_and_the_algorithms_they_share() -> None:
+    def scores(env: str, algos: list[str], seeds: dict[str, list[int]]) -> TaskScores:
+        task = Task(env, {"timesteps": 1000}, 100.0, "test", algos)
+        rows = [
+            {"algo": a, "seed": s, "score_timesteps": 10.0 * s + i}
+            for i, a in enumerate(algos)
+            for s in seeds.get(a, [100, 101, 102])
+        ]
+        return TaskScores(task, pd.DataFrame(rows), {"timesteps": 1000.0}, 0.0)
+
+    both = ["optimes", "ppo"]
+    lander = scores("Lander", [*both, "pgpe"], {})
+    pendulum = scores("PendulumPO", [*both, "recurrent-ppo"], {"ppo": [100, 101, 102, 103]})
+    unfinished = scores("Ant", both, {"ppo": [100, 101]})
+    aggregate = aggregate_matrix([lander, pendulum, unfinished], "timesteps")
+    assert aggregate.envs == ["Lander", "PendulumPO"]
+    assert sorted(aggregate.matrix) == both
+    assert aggregate.matrix["ppo"].shape == (3, 2)  # the seeds every task shares
+    np.testing.assert_allclose(aggregate.matrix["optimes"][:, 0], [10.0, 10.1, 10.2])
+    assert aggregate.left_out == {
+        "pgpe": "run on Lander only",
+        "recurrent-ppo": "run on PendulumPO only",
+    }
+    assert aggregate_matrix([unfinished], "timesteps").matrix == {}

@@ -263,23 +263,43 @@ def task_table(scores: TaskScores) -> pd.DataFrame:
 # -- aggregate -----------------------------------------------------------------------------------
 
 
-def aggregate_matrix(
-    all_scores: Sequence[TaskScores], axis: str
-) -> tuple[dict[str, np.ndarray], list[str]]:
-    """algorithm -> (runs x tasks) normalised scores, over the tasks every algorithm completed
-    with the same seeds (rliable needs one run count per algorithm across tasks)."""
-    algos = sorted({a for s in all_scores for a in s.task.algos})
+@dataclass
+class Aggregate:
+    """The (runs x tasks) normalised-score matrix of each algorithm in the aggregate."""
+
+    matrix: dict[str, np.ndarray]
+    envs: list[str]
+    #: algorithm -> why it is not in the aggregate (run on only some of its tasks)
+    left_out: dict[str, str]
+
+
+def aggregate_matrix(all_scores: Sequence[TaskScores], axis: str) -> Aggregate:
+    """Normalised scores over the tasks whose every algorithm has a score on the same seeds.
+
+    rliable needs a complete matrix: one run count per algorithm and every algorithm on every
+    task. So the aggregate takes the complete tasks (each of its own algorithms scored on at
+    least ``MIN_RUNS_INTERVAL`` common seeds), the algorithms run on all of them, and the
+    seeds they share; an algorithm run on only some of those tasks is left out and named.
+    """
     usable: list[TaskScores] = []
-    common_seeds: set[int] | None = None
+    shared_seeds: list[set[int]] = []
     for scores in all_scores:
         scored = scores.runs[np.isfinite(scores.runs[f"score_{axis}"].to_numpy(float))]
-        seed_sets = [set(scored.loc[scored["algo"] == a, "seed"]) for a in algos]
+        seed_sets = [set(scored.loc[scored["algo"] == a, "seed"]) for a in scores.task.algos]
         shared = set.intersection(*seed_sets) if seed_sets else set()
         if len(shared) >= stats.MIN_RUNS_INTERVAL:
             usable.append(scores)
-            common_seeds = shared if common_seeds is None else common_seeds & shared
-    if not usable or not common_seeds or len(common_seeds) < stats.MIN_RUNS_INTERVAL:
-        return {}, []
+            shared_seeds.append(shared)
+    common_seeds = set.intersection(*shared_seeds) if shared_seeds else set()
+    if len(common_seeds) < stats.MIN_RUNS_INTERVAL:
+        return Aggregate({}, [], {})
+    envs = [s.task.env for s in usable]
+    algos = [a for a in usable[0].task.algos if all(a in s.task.algos for s in usable)]
+    left_out = {
+        a: "run on " + ", ".join(s.task.env for s in usable if a in s.task.algos) + " only"
+        for a in dict.fromkeys(a for s in usable for a in s.task.algos)
+        if a not in algos
+    }
     seeds = sorted(common_seeds)
     matrix: dict[str, np.ndarray] = {}
     for algo in algos:
@@ -289,7 +309,7 @@ def aggregate_matrix(
             raw = frame.loc[seeds, f"score_{axis}"].to_numpy(float)
             columns.append(scores.normalise(raw))
         matrix[algo] = np.stack(columns, axis=1)
-    return matrix, [s.task.env for s in usable]
+    return Aggregate(matrix, envs, left_out)
 
 
 def aggregate_figures(
@@ -469,13 +489,14 @@ def write_benchmark_report(
     families = {algo: (family_of(algo) or "es") for task in bench.tasks for algo in task.algos}
     aggregate_sections = []
     for axis, label in AXES.items():
-        matrix, envs = aggregate_matrix(all_scores, axis)
+        aggregate = aggregate_matrix(all_scores, axis)
+        matrix, envs = aggregate.matrix, aggregate.envs
         if not matrix:
             aggregate_sections.append(
                 Section(
                     f"Aggregate at equal {label}",
                     paragraphs=[
-                        "Not drawn yet: no task has every algorithm completed on at least "
+                        "Not drawn yet: no task has each of its algorithms completed on at least "
                         f"{stats.MIN_RUNS_INTERVAL} common seeds."
                     ],
                 )
@@ -491,6 +512,13 @@ def write_benchmark_report(
                     f"({', '.join(envs)}) and {n_runs} seeds each: IQM and mean with 95% "
                     "stratified-bootstrap intervals (rliable), then performance profiles "
                     "(the fraction of runs above each normalised score)."
+                    + (
+                        " Not in the aggregate: "
+                        + "; ".join(f"{a} ({why})" for a, why in aggregate.left_out.items())
+                        + "."
+                        if aggregate.left_out
+                        else ""
+                    )
                 ],
                 images=[(images[0], f"IQM and mean at equal {label}")],
                 tables=[
