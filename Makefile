@@ -31,8 +31,8 @@ demo: venv
 reports: venv
 	$(BIN)/python scripts/reports.py
 
-# The benchmark (experiments/benchmark.yaml): run the missing cells (resumable; tens of
-# CPU-hours in all, see `harness benchmark plan`), then redraw BENCHMARK.md and
+# The benchmark (experiments/benchmark.yaml, docs/benchmark.md): run the missing cells (resumable;
+# about 195 CPU-hours in all, see `harness benchmark plan`), then redraw BENCHMARK.md and
 # reports/benchmark/. benchmark-report redraws them from the committed archives alone.
 BENCHMARK_RUNS ?= runs/benchmark
 benchmark: venv
