@@ -324,6 +324,7 @@ def aggregate_figures(
     from harness.report.plots import save
 
     library, metrics = stats.quiet_rliable()
+    import seaborn as sns
     from rliable import plot_utils
 
     def aggregates(scores: np.ndarray) -> np.ndarray:
@@ -337,16 +338,23 @@ def aggregate_figures(
             random_state=np.random.RandomState(BOOTSTRAP_SEED),
         )
     algos = sorted(matrix, key=lambda a: points[a][0])
-    fig, _ = plot_utils.plot_interval_estimates(
+    # One colour per algorithm in both figures (rliable would colour each by its own order).
+    palette = sns.color_palette("colorblind", len(matrix))
+    colors = dict(zip(matrix, palette, strict=True))
+    fig, axes = plot_utils.plot_interval_estimates(
         points,
         intervals,
         metric_names=["IQM", "Mean"],
         algorithms=algos,
-        xlabel="Normalised score",
-        # rliable's defaults put the axis label over the ticks when only a few rows are drawn
+        colors=colors,
+        xlabel="",
         row_height=0.6,
-        xlabel_y_coordinate=-0.4,
     )
+    # Each panel labels its own axis: rliable's one figure-level label sits at a fixed
+    # height that lands on the ticks or far below them, depending on the number of rows.
+    for ax in np.ravel(axes):
+        ax.set_xlabel("Normalised score", fontsize="xx-large")
+    fig.subplots_adjust(wspace=0.3)  # the panels' end ticks would touch
     interval_png = f"aggregate_{suffix}.png"
     save(fig, out / interval_png)
     plt.close(fig)
@@ -359,6 +367,7 @@ def aggregate_figures(
         profiles,
         taus,
         performance_profile_cis=profile_cis,
+        colors=colors,
         ax=ax,
         xlabel=r"Normalised score $\tau$",
         ylabel=r"Fraction of runs with score $> \tau$",
