@@ -100,32 +100,52 @@ def _load(args: argparse.Namespace) -> Benchmark:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Print per task: cells, completed cells, estimated CPU-hours of the rest."""
+    """Print per task: cells, completed cells, their measured CPU-hours, and the rest's.
+
+    A cell not yet completed is costed at the median CPU-seconds its task and algorithm
+    measured in completed cells, or at the file's ``cost_cpu_s`` where none completed.
+    """
+    import statistics
+
     from harness.sweep.store import completed_runs, find_completed
 
     bench = _load(args)
     done = completed_runs(args.runs_dir) if args.runs_dir.is_dir() else []
+    measured: dict[tuple[str, str], list[float]] = {}
+    pending = []
     rows: dict[str, list[float]] = {}
-    missing: list[str] = []
     for cell in bench.sweep.cells:
         task = bench.task_of(cell)
         row = rows.setdefault(task.env, [0, 0, 0.0, 0.0])
-        cost = bench.cost_of(cell)
         row[0] += 1
-        row[2] += cost
-        if find_completed(cell, done) is not None:
-            row[1] += 1
-        else:
-            row[3] += cost
-            missing.append(cell.label)
-    print(f"{'task':<24}{'cells':>6}{'done':>6}{'CPU-h all':>11}{'CPU-h left':>12}")
+        run_id = find_completed(cell, done)
+        if run_id is None:
+            pending.append(cell)
+            continue
+        try:
+            summary = json.loads((args.runs_dir / run_id / "summary.json").read_text())
+            cpu_s = float(summary["cpu_seconds"])
+        except (OSError, ValueError, KeyError, TypeError):  # a run of an older harness
+            cpu_s = bench.cost_of(cell)
+        measured.setdefault((task.env, str(cell.config["algo"])), []).append(cpu_s)
+        row[1] += 1
+        row[2] += cpu_s
+    for cell in pending:
+        env = bench.task_of(cell).env
+        seen = measured.get((env, str(cell.config["algo"])))
+        rows[env][3] += statistics.median(seen) if seen else bench.cost_of(cell)
+    print(f"{'task':<24}{'cells':>6}{'done':>6}{'CPU-h done':>12}{'CPU-h left':>12}")
     totals = [0.0, 0.0, 0.0, 0.0]
     for env, row in rows.items():
-        print(f"{env:<24}{row[0]:>6.0f}{row[1]:>6.0f}{row[2] / 3600:>11.1f}{row[3] / 3600:>12.1f}")
+        print(f"{env:<24}{row[0]:>6.0f}{row[1]:>6.0f}{row[2] / 3600:>12.1f}{row[3] / 3600:>12.1f}")
         totals = [a + b for a, b in zip(totals, row, strict=True)]
     print(
         f"{'total':<24}{totals[0]:>6.0f}{totals[1]:>6.0f}"
-        f"{totals[2] / 3600:>11.1f}{totals[3] / 3600:>12.1f}"
+        f"{totals[2] / 3600:>12.1f}{totals[3] / 3600:>12.1f}"
+    )
+    print(
+        "CPU-h done: measured by the completed runs. CPU-h left: the median a task and "
+        "algorithm measured so far, else the file's cost_cpu_s."
     )
     return 0
 
