@@ -330,7 +330,7 @@ def aggregate_figures(
     def aggregates(scores: np.ndarray) -> np.ndarray:
         return np.array([metrics.aggregate_iqm(scores), metrics.aggregate_mean(scores)])
 
-    with stats.global_numpy_seed(BOOTSTRAP_SEED):
+    with stats.seeded_bootstrap(BOOTSTRAP_SEED):
         points, intervals = library.get_interval_estimates(
             matrix,
             aggregates,
@@ -360,7 +360,7 @@ def aggregate_figures(
     plt.close(fig)
 
     taus = np.linspace(-0.5, 1.5, 81)
-    with stats.global_numpy_seed(BOOTSTRAP_SEED):
+    with stats.seeded_bootstrap(BOOTSTRAP_SEED):
         profiles, profile_cis = library.create_performance_profile(matrix, taus, reps=2000)
     fig, ax = plt.subplots(figsize=(7, 4))
     plot_utils.plot_performance_profiles(
@@ -401,7 +401,7 @@ def improvement_rows(matrix: dict[str, np.ndarray], families: dict[str, str]) ->
     for x in es:
         for y in rl:
             pair = {f"{x},{y}": (matrix[x], matrix[y])}
-            with stats.global_numpy_seed(BOOTSTRAP_SEED):
+            with stats.seeded_bootstrap(BOOTSTRAP_SEED):
                 points, intervals = library.get_interval_estimates(
                     pair,
                     metrics.probability_of_improvement,

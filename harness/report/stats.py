@@ -63,6 +63,15 @@ def quiet_rliable() -> tuple[Any, Any]:
 
 
 @contextlib.contextmanager
+def seeded_bootstrap(seed: int) -> Iterator[None]:
+    """For rliable's bootstrap calls: numpy's global RNG seeded (:func:`global_numpy_seed`)
+    and the deprecation warnings its ``arch`` dependency prints on every call silenced."""
+    with global_numpy_seed(seed), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
+
+
+@contextlib.contextmanager
 def global_numpy_seed(seed: int) -> Iterator[None]:
     """Seed numpy's global RNG for the block and give the caller's state back after.
 
