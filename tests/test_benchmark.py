@@ -190,3 +190,11 @@ def test_aggregate_takes_complete_tasks_and_the_algorithms_they_share() -> None:
         "recurrent-ppo": "run on PendulumPO only",
     }
     assert aggregate_matrix([unfinished], "timesteps").matrix == {}
+    # An algorithm planned on one task only cannot enter the aggregate, so its missing runs
+    # leave the task's others in; a cross-task algorithm's missing runs keep the task out.
+    no_recurrent_yet = scores("PendulumPO", [*both, "recurrent-ppo"], {"recurrent-ppo": []})
+    aggregate = aggregate_matrix([lander, no_recurrent_yet, unfinished], "timesteps")
+    assert aggregate.envs == ["Lander", "PendulumPO"]
+    assert sorted(aggregate.matrix) == both
+    no_ppo_yet = scores("PendulumPO", [*both, "recurrent-ppo"], {"ppo": []})
+    assert aggregate_matrix([lander, no_ppo_yet], "timesteps").envs == ["Lander"]

@@ -26,6 +26,7 @@ import json
 import math
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,18 +275,23 @@ class Aggregate:
 
 
 def aggregate_matrix(all_scores: Sequence[TaskScores], axis: str) -> Aggregate:
-    """Normalised scores over the tasks whose every algorithm has a score on the same seeds.
+    """Normalised scores over the tasks whose cross-task algorithms have scores on the same seeds.
 
     rliable needs a complete matrix: one run count per algorithm and every algorithm on every
-    task. So the aggregate takes the complete tasks (each of its own algorithms scored on at
-    least ``MIN_RUNS_INTERVAL`` common seeds), the algorithms run on all of them, and the
-    seeds they share; an algorithm run on only some of those tasks is left out and named.
+    task. So the aggregate takes the complete tasks, the algorithms run on all of them, and the
+    seeds they share; an algorithm run on only some of those tasks is left out and named. A
+    task is complete when each of its algorithms that is also planned on another task is scored
+    on at least ``MIN_RUNS_INTERVAL`` common seeds: an algorithm planned on one task only (a
+    recurrent baseline for the partially observed task) can never enter a cross-task
+    aggregate, so its missing runs do not keep the task's others out.
     """
+    planned_on = Counter(a for scores in all_scores for a in scores.task.algos)
     usable: list[TaskScores] = []
     shared_seeds: list[set[int]] = []
     for scores in all_scores:
         scored = scores.runs[np.isfinite(scores.runs[f"score_{axis}"].to_numpy(float))]
-        seed_sets = [set(scored.loc[scored["algo"] == a, "seed"]) for a in scores.task.algos]
+        gating = [a for a in scores.task.algos if planned_on[a] > 1 or len(all_scores) == 1]
+        seed_sets = [set(scored.loc[scored["algo"] == a, "seed"]) for a in gating]
         shared = set.intersection(*seed_sets) if seed_sets else set()
         if len(shared) >= stats.MIN_RUNS_INTERVAL:
             usable.append(scores)
@@ -294,7 +300,11 @@ def aggregate_matrix(all_scores: Sequence[TaskScores], axis: str) -> Aggregate:
     if len(common_seeds) < stats.MIN_RUNS_INTERVAL:
         return Aggregate({}, [], {})
     envs = [s.task.env for s in usable]
-    algos = [a for a in usable[0].task.algos if all(a in s.task.algos for s in usable)]
+    algos = [
+        a
+        for a in usable[0].task.algos
+        if all(a in s.task.algos for s in usable) and (planned_on[a] > 1 or len(all_scores) == 1)
+    ]
     left_out = {
         a: "run on " + ", ".join(s.task.env for s in usable if a in s.task.algos) + " only"
         for a in dict.fromkeys(a for s in usable for a in s.task.algos)
@@ -505,8 +515,9 @@ def write_benchmark_report(
                 Section(
                     f"Aggregate at equal {label}",
                     paragraphs=[
-                        "Not drawn yet: no task has each of its algorithms completed on at least "
-                        f"{stats.MIN_RUNS_INTERVAL} common seeds."
+                        "Not drawn yet: no task has each of its algorithms that are planned on "
+                        f"other tasks too completed on at least {stats.MIN_RUNS_INTERVAL} common "
+                        "seeds."
                     ],
                 )
             )
