@@ -93,6 +93,12 @@ __all__ = [
 
 SYNC_MODES = ("broadcast", "seeds")
 FITNESS_SHAPINGS = ("centered_ranks", "reward_std")
+#: fitness shapings in the report's words (subclasses' shapings included)
+SHAPING_WORDS = {
+    "centered_ranks": "centred ranks",
+    "reward_std": "returns / their std (ARS)",
+    "nes": "NES utilities",
+}
 
 
 class OpenAIES(MirroredES):
@@ -327,8 +333,11 @@ class OptimES(Algorithm):
         pairs = int(params.get("population", 0)) // 2
         top = int(params.get("top_directions", 0) or 0)
         shaping = params.get("fitness_shaping", "centered_ranks")
-        kept = f"top {top} of {pairs} pairs" if 0 < top < pairs else f"all {pairs} pairs"
-        shaped = "returns / their std (ARS)" if shaping == "reward_std" else "centred ranks"
+        if not pairs:  # a population the algorithm derives from the parameter count
+            kept = "all pairs"
+        else:
+            kept = f"top {top} of {pairs} pairs" if 0 < top < pairs else f"all {pairs} pairs"
+        shaped = SHAPING_WORDS.get(str(shaping), str(shaping))
         optimizer = str(params.get("optimizer", "adam"))
         if optimizer == "sgd":
             momentum = params.get("momentum", 0.9)

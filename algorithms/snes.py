@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -89,6 +89,11 @@ class SNES(OptimES):
     summary = "SNES (Schaul et al. 2011): noise table, mirrored pairs, per-coordinate sigma"
     Config = SNESConfig
     config: SNESConfig
+
+    @classmethod
+    def describe_population(cls, params: dict[str, Any]) -> str | None:
+        """Table 1's size for 0, which depends on the parameter count."""
+        return "paper default (4 + 3 ln d, even)" if params.get("population") == 0 else None
 
     def _build_strategy(self, centre: np.ndarray) -> MirroredES:
         config, dim = self.config, centre.size

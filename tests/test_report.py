@@ -914,6 +914,10 @@ def test_the_settings_table_names_the_es_update_rule() -> None:
     assert row["ES update"] == "—"
     assert row["population"] == "pycma default (4 + 3 ln d)"
     assert settings.headline({"algo": "ppo", "params": {}})["population"] == "—"
+    snes = {"population": 0, "fitness_shaping": "nes", "optimizer": "sgd", "momentum": 0.0}
+    row = settings.headline({"algo": "snes", "params": snes})
+    assert row["population"] == "paper default (4 + 3 ln d, even)"
+    assert row["ES update"] == "all pairs, NES utilities, SGD"
 
 
 def test_a_group_first_evaluated_after_the_cut_is_still_named_in_the_legend() -> None:
