@@ -24,7 +24,15 @@ from harness.cli import build_parser, config_from_args, main
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter, load_runs, read_population
 from harness.report import anchors as anchor_mod
 from harness.report import audit, scaling, settings, stats
-from harness.report.data import GROUP, add_groups, common_budget, eval_curves, scores_at
+from harness.report.data import (
+    GROUP,
+    add_groups,
+    carry_cpu_seconds,
+    common_budget,
+    eval_curves,
+    every_run_has,
+    scores_at,
+)
 from harness.report.tables import markdown_rows, score_table
 from harness.report.umap_map import ModelCloud, centres_caption, models_from_population, pca
 from harness.sweep import load_sweep, run_sweep
@@ -139,6 +147,7 @@ def test_report_end_to_end(
         "scores_common_budget.png",
         "eval_vs_timesteps.png",
         "eval_vs_wallclock.png",
+        "eval_vs_cpu_seconds.png",
         "fitness_vs_timesteps.png",
         "episodes_per_fitness.png",
         "scaling.png",
@@ -197,7 +206,7 @@ def test_report_end_to_end(
     # conclusions: one line per env, inconclusive at n <= 2
     conclusions = _section(markdown, "Result")
     line = next(x for x in conclusions.splitlines() if x.startswith("- **CartPole**"))
-    assert "common budget" in line and "common wall-clock" in line
+    assert "common budget" in line and "common wall-clock" in line and "CPU-seconds" in line
     assert "inconclusive at n=" in line or " tie at " in line
 
     # settings: the differing columns only; the appendix has every key
@@ -1016,3 +1025,26 @@ def test_training_fitness_is_drawn_per_run_as_its_trailing_mean(sweep_runs: Path
     assert sum(label.startswith("GoodAI") for label in labels) == 2
     assert not any(label.startswith(("rl-zoo", "solved")) for label in labels)
     plots.plt.close(fig)
+
+
+def test_cpu_seconds_reach_each_evaluation_and_compare_only_where_every_run_has_them() -> None:
+    """The runner samples CPU-seconds at most once a second, so an evaluation row may have
+    none: the sample before it is carried there. A run that never measured them (an older
+    record) keeps its env out of the equal-CPU comparison."""
+    nan = math.nan
+    steps = pd.DataFrame(
+        {
+            "run": ["a", "a", "a", "b", "b"],
+            "step": [0, 1, 2, 0, 1],
+            "cpu_seconds": [1.0, nan, 3.0, nan, nan],
+            "eval_return_mean": [nan, 10.0, 20.0, 5.0, 6.0],
+            "timesteps": [100, 200, 300, 100, 200],
+        }
+    )
+    carried = carry_cpu_seconds(steps)
+    assert carried["cpu_seconds"].tolist()[:3] == [1.0, 1.0, 3.0]
+    assert carried.index.equals(steps.index)
+    runs = pd.DataFrame({"run": ["a", "b"], "env": ["E", "E"]})
+    assert every_run_has(carried, runs[runs["run"] == "a"], "cpu_seconds")
+    assert not every_run_has(carried, runs, "cpu_seconds")
+    assert every_run_has(carried, runs, "timesteps")

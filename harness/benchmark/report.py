@@ -150,9 +150,7 @@ def task_scores(task: Task, archive: Path, random_score: float) -> TaskScores | 
         return None
     runs = table.runs.reset_index(drop=True)
     steps = table.steps
-    # CPU-seconds are sampled at most once a second: carry the last sample to each evaluation.
-    steps = steps.sort_values(["run", "step"]) if "step" in steps else steps
-    steps = steps.assign(cpu_seconds=steps.groupby("run")["cpu_seconds"].ffill())
+    steps = d.carry_cpu_seconds(steps.sort_values(["run", "step"]) if "step" in steps else steps)
     frame = pd.DataFrame(
         {
             "run": runs["run"],

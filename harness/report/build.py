@@ -27,6 +27,7 @@ ARCHIVE_NAME = "runs.tar.xz"
 #: Per-run score columns added to the runs frame.
 SCORE_T = "score_common_timesteps"
 SCORE_W = "score_common_wall"
+SCORE_CPU = "score_common_cpu_seconds"
 SCORE_END = "final_eval_return"
 SETTINGS_TITLE = "Settings behind every curve"
 APPENDIX_SETTINGS = "Appendix A: every setting of every group"
@@ -70,7 +71,7 @@ class ReportBuilder:
         self.map_runs = map_runs
         self.map_method = map_method
         self.anchors = anchors or []
-        self.steps = table.steps
+        self.steps = d.carry_cpu_seconds(table.steps)
         configs = [record.config for record in table.records.values()]
         runs = d.run_extras(table.runs, table.records, table.steps)
         # A run stopped before it stored its final parameters has no parameter count: that
@@ -83,11 +84,20 @@ class ReportBuilder:
         runs = d.add_groups(runs, [*d.settings_columns(configs), "n_params"], recorded)
         self.until_t = d.common_budget(self.steps, runs, "timesteps")
         self.until_w = d.common_budget(self.steps, runs, "wall_time_s")
+        self.until_cpu = d.common_budget(self.steps, runs, "cpu_seconds")
         runs[SCORE_T] = d.scores_at(self.steps, runs, "timesteps", self.until_t)
         runs[SCORE_W] = d.scores_at(self.steps, runs, "wall_time_s", self.until_w)
+        # CPU-seconds compare only where every run of the env measured them
+        self.until_cpu = {
+            env: at
+            for env, at in self.until_cpu.items()
+            if d.every_run_has(self.steps, runs[runs["env"] == env], "cpu_seconds")
+        }
+        runs[SCORE_CPU] = d.scores_at(self.steps, runs, "cpu_seconds", self.until_cpu)
         self.runs = runs
         self.stats_t = stats.score_frame(runs, SCORE_T)
         self.stats_w = stats.score_frame(runs, SCORE_W)
+        self.stats_cpu = stats.score_frame(runs, SCORE_CPU)
         self.stats_end = stats.score_frame(runs, SCORE_END, "final_timesteps")
         self.settings = settings.group_settings(runs, table.records)
         self.drawn_anchors: list[anchor_mod.Anchor] = []
@@ -135,11 +145,12 @@ class ReportBuilder:
         section = Section(RESULT_TITLE)
         section.paragraphs.append(
             "Generated from the numbers below, one line per env: who leads at equal "
-            "timesteps (the common budget) and at equal wall-clock, with the number of runs "
-            "and whether the 95% intervals of the mean overlap. A lead is called only when "
-            f"they do not; groups of fewer than {stats.MIN_RUNS_INTERVAL} runs have no "
-            "interval, so their comparison is inconclusive by rule. Wall-clock leads hold "
-            "only for the machine and load named under Warnings."
+            "timesteps (the common budget), at equal wall-clock and at equal CPU-seconds "
+            "(where every run measured them), with the number of runs and whether the 95% "
+            "intervals of the mean overlap. A lead is called only when they do not; groups of "
+            f"fewer than {stats.MIN_RUNS_INTERVAL} runs have no interval, so their comparison "
+            "is inconclusive by rule. Wall-clock leads hold only for the machine and load "
+            "named under Warnings; CPU-seconds do not grow when runs share cores."
         )
         lines = []
         for env in sorted(self.runs["env"].astype(str).unique()):
@@ -156,6 +167,13 @@ class ReportBuilder:
                     stats.lead_text(
                         self._group_stats(self.stats_w, env),
                         f"at the common wall-clock of {self.until_w[env]:.1f} s",
+                    )
+                )
+            if env in self.until_cpu:
+                parts.append(
+                    stats.lead_text(
+                        self._group_stats(self.stats_cpu, env),
+                        f"at the common {self.until_cpu[env]:.1f} CPU-seconds",
                     )
                 )
             if not parts:
@@ -354,8 +372,14 @@ class ReportBuilder:
 
     def curves(self, x: str, name: str, title: str) -> Section:
         section = Section(title)
-        until = self.until_t if x == "timesteps" else self.until_w
+        until = {"timesteps": self.until_t, "cpu_seconds": self.until_cpu}.get(x, self.until_w)
         anchors = self.anchors if x == "timesteps" else None
+        if x == "cpu_seconds" and not until:
+            section.paragraphs.append(
+                "Not drawn: no env's runs all measured CPU-seconds (runs recorded before the "
+                "runner measured them)."
+            )
+            return section
         fig = plots.eval_curve_figure(self.steps, self.runs, x, until=until, anchors=anchors)
         if not self.figure(section, fig, name, title):
             section.paragraphs.append("No run logged an evaluation.")
@@ -383,6 +407,13 @@ class ReportBuilder:
                 section.paragraphs.append(
                     "No published anchor in `experiments/anchors.yaml` applies to these envs."
                 )
+        elif x == "cpu_seconds":
+            section.paragraphs.append(
+                "CPU-seconds of each run's process tree (head and workers, evaluation "
+                "included) since it started: the compute each run spent, which, unlike "
+                "wall-clock, does not grow when runs share cores. Aggregate curves end at "
+                "the common CPU-seconds."
+            )
         else:
             section.paragraphs.append(
                 "Training wall-clock since the run started (evaluation included), on the "
@@ -856,6 +887,9 @@ def _build_report(
         curve,
         builder.curves(
             "wall_time_s", "eval_vs_wallclock.png", "Evaluation return against wall-clock"
+        ),
+        builder.curves(
+            "cpu_seconds", "eval_vs_cpu_seconds.png", "Evaluation return against CPU-seconds"
         ),
         builder.fitness(),
         builder.profiles(),

@@ -280,6 +280,25 @@ def n_text(runs: pd.DataFrame) -> str:
     return f"n={count} run{'s' if high > 1 else ''} per group"
 
 
+def carry_cpu_seconds(steps: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` with each run's last CPU-seconds sample carried forward to the rows after it.
+
+    The runner samples CPU-seconds at most once a second, so an evaluation's row may have
+    none; the sample before it is the compute spent by then (evaluations are short).
+    """
+    if "cpu_seconds" not in steps:
+        return steps
+    ordered = steps.sort_values(["run", "step"], kind="stable") if "step" in steps else steps
+    carried = ordered.groupby("run")["cpu_seconds"].ffill()
+    return steps.assign(cpu_seconds=carried.reindex(steps.index))
+
+
+def every_run_has(steps: pd.DataFrame, runs: pd.DataFrame, x: str) -> bool:
+    """Whether every run in ``runs`` logged an evaluation at a known ``x``."""
+    evaluated = set(eval_points(steps, x)["run"])
+    return bool(len(runs)) and set(runs["run"]) <= evaluated
+
+
 def eval_points(steps: pd.DataFrame, x: str) -> pd.DataFrame:
     """Rows where an evaluation was logged: run, x, eval_return_mean."""
     if "eval_return_mean" not in steps or x not in steps:

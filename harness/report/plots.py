@@ -34,7 +34,13 @@ from harness.report.stats import (
     group_stats,
 )
 
-AXIS_LABELS = {"timesteps": "env timesteps (training)", "wall_time_s": "wall-clock seconds"}
+#: What the common point on each x axis is called in a figure's legend and caption.
+AXIS_CUT_NAMES = {"timesteps": "budget", "wall_time_s": "wall-clock", "cpu_seconds": "CPU-seconds"}
+AXIS_LABELS = {
+    "timesteps": "env timesteps (training)",
+    "wall_time_s": "wall-clock seconds",
+    "cpu_seconds": "CPU-seconds (the run's process tree)",
+}
 MAX_COLUMNS = 3
 #: Characters per legend line; longer group labels wrap.
 LEGEND_WRAP = 56
@@ -190,7 +196,7 @@ def _timestep_axis(ax: Any) -> None:
 
 def _log_wall_clock(ax: Any, data: pd.DataFrame, x: str) -> None:
     ends = data.groupby(GROUP)[x].max()
-    if x == "wall_time_s" and (data[x] > 0).all() and ends.max() > 10 * ends.min():
+    if x in ("wall_time_s", "cpu_seconds") and (data[x] > 0).all() and ends.max() > 10 * ends.min():
         ax.set_xscale("log")
         ax.set_xlabel(AXIS_LABELS.get(x, x) + " (log scale)")
 
@@ -288,7 +294,7 @@ def eval_curve_figure(
                 color="0.3",
                 linestyle="-.",
                 linewidth=1.0,
-                label="common budget" if x == "timesteps" else "common wall-clock",
+                label=f"common {AXIS_CUT_NAMES.get(x, x)}",
             )
         handles: list[Any] = []
         if anchors:
@@ -298,14 +304,14 @@ def eval_curve_figure(
         ax.set_title(str(env), fontsize=11)
         _legend_outside(ax, handles)
     _widen_for_legends(fig, axes)
-    what = "timesteps" if x == "timesteps" else "wall-clock"
+    what = {"timesteps": "timesteps", "cpu_seconds": "CPU-seconds"}.get(x, "wall-clock")
     note = (
         f"lines: IQM (n >= {MIN_RUNS_IQM}) or mean (n = {MIN_RUNS_INTERVAL}) over runs where all "
         f"have evaluated, band: 95% stratified-bootstrap interval (rliable); groups of fewer "
         f"than {MIN_RUNS_INTERVAL} runs: each run, no band; faint: each run in full"
     )
     if until:
-        note += f"; curves end at the common {'budget' if x == 'timesteps' else 'wall-clock'}"
+        note += f"; curves end at the common {AXIS_CUT_NAMES.get(x, x)}"
     if drawn:
         note += "; " + anchor_caption(list(dict.fromkeys(drawn)))
     return finish(fig, f"Evaluation return against {what}", caption(runs, note))
