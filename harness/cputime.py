@@ -16,6 +16,13 @@ from typing import Any
 
 import psutil
 
+#: The runner reads the meter at most this often (a read scans /proc), and at each evaluation.
+CPU_SAMPLE_PERIOD_S = 1.0
+#: The least common CPU-seconds at which reports compare runs: at ten sample periods a
+#: reading that lags by one period is off by at most a tenth (records made before the
+#: runner read the meter at each evaluation lag by up to a period).
+MIN_CPU_COMPARED_S = 10 * CPU_SAMPLE_PERIOD_S
+
 
 class CpuMeter:
     """Cumulative CPU-seconds of this process tree since the meter was created."""

@@ -76,7 +76,7 @@ from harness.checkpoint import (
     write_checkpoint_payload,
 )
 from harness.config import ConfigError, validate_params
-from harness.cputime import CpuMeter, MachineLoad
+from harness.cputime import CPU_SAMPLE_PERIOD_S, CpuMeter, MachineLoad
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 from harness.signals import interrupt_on_stop_signals, take_latched
 
@@ -623,7 +623,8 @@ class Trainer:
                     p.timesteps += record.timesteps
                     p.episodes += record.episodes
                     p.wall_time_s = time.perf_counter() - started
-                    self._sample_cpu(force=False)
+                    # an evaluation follows: its row gets this step's CPU time, not a stale one
+                    self._sample_cpu(force=p.timesteps >= p.next_eval_at)
                     self._record(record)
                     self._check_records()
                 if p.timesteps >= p.next_eval_at:
@@ -675,7 +676,7 @@ class Trainer:
     def _sample_cpu(self, force: bool) -> None:
         """Read the process tree's CPU time (at most once a second: it scans /proc)."""
         now = time.perf_counter()
-        if force or now - self._cpu_sampled_at >= 1.0:
+        if force or now - self._cpu_sampled_at >= CPU_SAMPLE_PERIOD_S:
             self._cpu_sampled_at = now
             self.progress.cpu_seconds = self._cpu_offset_s + self._cpu_meter.seconds()
             self._machine_load.sample()

@@ -29,6 +29,7 @@ from harness.report.data import (
     add_groups,
     carry_cpu_seconds,
     common_budget,
+    cpu_seconds_compared,
     eval_curves,
     every_run_has,
     scores_at,
@@ -147,7 +148,6 @@ def test_report_end_to_end(
         "scores_common_budget.png",
         "eval_vs_timesteps.png",
         "eval_vs_wallclock.png",
-        "eval_vs_cpu_seconds.png",
         "fitness_vs_timesteps.png",
         "episodes_per_fitness.png",
         "scaling.png",
@@ -206,7 +206,10 @@ def test_report_end_to_end(
     # conclusions: one line per env, inconclusive at n <= 2
     conclusions = _section(markdown, "Result")
     line = next(x for x in conclusions.splitlines() if x.startswith("- **CartPole**"))
-    assert "common budget" in line and "common wall-clock" in line and "CPU-seconds" in line
+    assert "common budget" in line and "common wall-clock" in line
+    # runs of a few CPU-seconds are not compared on them (the meter is read once a second)
+    assert "CPU-seconds:" not in line
+    assert "Not drawn" in _section(markdown, "Evaluation return against CPU-seconds")
     assert "inconclusive at n=" in line or " tie at " in line
 
     # settings: the differing columns only; the appendix has every key
@@ -1048,3 +1051,10 @@ def test_cpu_seconds_reach_each_evaluation_and_compare_only_where_every_run_has_
     assert every_run_has(carried, runs[runs["run"] == "a"], "cpu_seconds")
     assert not every_run_has(carried, runs, "cpu_seconds")
     assert every_run_has(carried, runs, "timesteps")
+    # env E: run b never measured; env F: compared from 3 CPU-seconds on, not from 4
+    other = carried.assign(run=carried["run"].map({"a": "c", "b": "d"}))
+    other.loc[other["run"] == "d", "cpu_seconds"] = [5.0, 6.0]
+    both = pd.concat([carried, other], ignore_index=True)
+    runs = pd.DataFrame({"run": ["a", "b", "c", "d"], "env": ["E", "E", "F", "F"]})
+    assert cpu_seconds_compared(both, runs, least=3.0) == {"F": 3.0}
+    assert cpu_seconds_compared(both, runs, least=4.0) == {}

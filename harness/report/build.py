@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness import rundir
+from harness.cputime import MIN_CPU_COMPARED_S
 from harness.records import RunTable, flatten_config, load_runs, read_population
 from harness.report import anchors as anchor_mod
 from harness.report import audit, diversity, frames, plots, scaling, settings, stats, tables
@@ -84,15 +85,9 @@ class ReportBuilder:
         runs = d.add_groups(runs, [*d.settings_columns(configs), "n_params"], recorded)
         self.until_t = d.common_budget(self.steps, runs, "timesteps")
         self.until_w = d.common_budget(self.steps, runs, "wall_time_s")
-        self.until_cpu = d.common_budget(self.steps, runs, "cpu_seconds")
+        self.until_cpu = d.cpu_seconds_compared(self.steps, runs, MIN_CPU_COMPARED_S)
         runs[SCORE_T] = d.scores_at(self.steps, runs, "timesteps", self.until_t)
         runs[SCORE_W] = d.scores_at(self.steps, runs, "wall_time_s", self.until_w)
-        # CPU-seconds compare only where every run of the env measured them
-        self.until_cpu = {
-            env: at
-            for env, at in self.until_cpu.items()
-            if d.every_run_has(self.steps, runs[runs["env"] == env], "cpu_seconds")
-        }
         runs[SCORE_CPU] = d.scores_at(self.steps, runs, "cpu_seconds", self.until_cpu)
         self.runs = runs
         self.stats_t = stats.score_frame(runs, SCORE_T)
@@ -376,11 +371,14 @@ class ReportBuilder:
         anchors = self.anchors if x == "timesteps" else None
         if x == "cpu_seconds" and not until:
             section.paragraphs.append(
-                "Not drawn: no env's runs all measured CPU-seconds (runs recorded before the "
-                "runner measured them)."
+                "Not drawn: in no env did every run measure CPU-seconds (runs recorded before "
+                "the runner measured them) and reach a common "
+                f"{MIN_CPU_COMPARED_S:g} CPU-seconds (the meter is read once a second)."
             )
             return section
-        fig = plots.eval_curve_figure(self.steps, self.runs, x, until=until, anchors=anchors)
+        # an env whose CPU-seconds are not compared has no panel on that axis
+        runs = self.runs[self.runs["env"].isin(until)] if x == "cpu_seconds" else self.runs
+        fig = plots.eval_curve_figure(self.steps, runs, x, until=until, anchors=anchors)
         if not self.figure(section, fig, name, title):
             section.paragraphs.append("No run logged an evaluation.")
             return section

@@ -299,6 +299,17 @@ def every_run_has(steps: pd.DataFrame, runs: pd.DataFrame, x: str) -> bool:
     return bool(len(runs)) and set(runs["run"]) <= evaluated
 
 
+def cpu_seconds_compared(steps: pd.DataFrame, runs: pd.DataFrame, least: float) -> dict[str, float]:
+    """Per env, the common CPU-seconds at which its runs are compared: only envs where
+    every run measured CPU-seconds and the common point is at least ``least`` (the meter is
+    sampled, so a point of a few samples says little)."""
+    return {
+        env: at
+        for env, at in common_budget(steps, runs, "cpu_seconds").items()
+        if at >= least and every_run_has(steps, runs[runs["env"] == env], "cpu_seconds")
+    }
+
+
 def eval_points(steps: pd.DataFrame, x: str) -> pd.DataFrame:
     """Rows where an evaluation was logged: run, x, eval_return_mean."""
     if "eval_return_mean" not in steps or x not in steps:
