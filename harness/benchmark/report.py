@@ -259,6 +259,27 @@ def task_table(scores: TaskScores) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("—")
 
 
+def compute_span_text(all_scores: Sequence[TaskScores]) -> str:
+    """How far the equal-CPU point lies below what the costliest algorithm spends."""
+    spans = []
+    for scores in all_scores:
+        per_algo = scores.runs.groupby("algo")["cpu_seconds_total"].mean().dropna()
+        if per_algo.empty:
+            continue
+        costliest = str(per_algo.idxmax())
+        spans.append(
+            f"{scores.task.env} {fmt(scores.at['cpu_seconds'], 0)} "
+            f"({costliest}: {fmt(float(per_algo.max()), 0)} per run)"
+        )
+    return (
+        "Equal CPU-seconds is a point of small compute: a task's common CPU-seconds is the "
+        "least any of its runs spent on the whole budget, against the mean of its costliest "
+        "algorithm: " + "; ".join(spans) + ". An algorithm that is cheap per timestep would "
+        "train for many more timesteps on the CPU-seconds of an expensive one; that budget "
+        "is not in the grid, so the equal-CPU column ranks algorithms early in training."
+    )
+
+
 # -- aggregate -----------------------------------------------------------------------------------
 
 
@@ -568,7 +589,11 @@ def write_benchmark_report(
         "CPU-seconds are each run's own process tree.",
         *([bench.description] if bench.description else []),
     ]
-    leaders = Section("Who leads, per task", tables=[("", pd.DataFrame(task_rows))])
+    leaders = Section(
+        "Who leads, per task",
+        tables=[("", pd.DataFrame(task_rows))],
+        after=[compute_span_text(all_scores)] if all_scores else [],
+    )
     command = "harness benchmark report"
     title = f"Benchmark: ES against RL on {len(bench.tasks)} tasks, held-out seeds"
     doc = Document(
@@ -599,6 +624,7 @@ def _write_summary(
         return frame.replace(r"\]\(([^)]+)\)", rf"]({base.as_posix()}/\1)", regex=True)
 
     lines += ["## Who leads, per task", "", markdown_table(relink(leaders.tables[0][1])), ""]
+    lines += [p for par in leaders.after for p in (par, "")]
     for section in aggregates:
         lines += [f"## {section.title}", ""]
         lines += [p for par in section.paragraphs for p in (par, "")]
