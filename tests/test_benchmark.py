@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.benchmark.report import TaskScores, aggregate_matrix
+from harness.benchmark.report import TaskScores, aggregate_matrix, compute_span_text
 from harness.benchmark.spec import BenchmarkError, Task, load_benchmark
 from harness.rundir import extract_run_archive, run_dirs
 from tests.conftest import ROOT, harness_cli
@@ -198,3 +198,16 @@ def test_aggregate_takes_complete_tasks_and_the_algorithms_they_share() -> None:
     assert sorted(aggregate.matrix) == both
     no_ppo_yet = scores("PendulumPO", [*both, "recurrent-ppo"], {"ppo": []})
     assert aggregate_matrix([lander, no_ppo_yet], "timesteps").envs == ["Lander"]
+
+
+def test_the_equal_cpu_point_is_set_against_the_costliest_algorithm() -> None:
+    task = Task("Lander", {"timesteps": 1000}, 100.0, "test", ["optimes", "ppo"])
+    runs = pd.DataFrame(
+        {
+            "algo": ["optimes", "optimes", "ppo", "ppo"],
+            "seed": [100, 101, 100, 101],
+            "cpu_seconds_total": [40.0, 50.0, 1000.0, 1200.0],
+        }
+    )
+    scores = TaskScores(task, runs, {"timesteps": 1000.0, "cpu_seconds": 40.0}, 0.0)
+    assert "Lander 40 (ppo: 1100 per run)" in compute_span_text([scores])
