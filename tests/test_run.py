@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,16 @@ def test_train_episode_steps_caps_training_but_not_evaluation(runs_dir: Path) ->
     # CartPole's return is its length: evaluation runs past the training cap
     evals = record["metrics"]["eval_return_mean"]["values"]
     assert max(evals) > 20, evals
+
+
+def test_each_evaluation_row_has_the_cpu_seconds_of_its_own_step(runs_dir: Path) -> None:
+    """The meter is read at most once a second, except at a step an evaluation follows:
+    evaluations less than a second apart still get their own, increasing, CPU-seconds."""
+    record = _run(
+        runs_dir, "--backend", "inline", "--set", "eval_every_timesteps=1000", timesteps=6000
+    )
+    metrics = record["metrics"]
+    cpu = dict(zip(metrics["cpu_seconds"]["steps"], metrics["cpu_seconds"]["values"], strict=True))
+    at_evaluations = [cpu[step] for step in metrics["eval_return_mean"]["steps"]]
+    assert len(at_evaluations) >= 4
+    assert all(b > a for a, b in itertools.pairwise(at_evaluations))
