@@ -305,11 +305,12 @@ def aggregate_matrix(all_scores: Sequence[TaskScores], axis: str) -> Aggregate:
     aggregate, so its missing runs do not keep the task's others out.
     """
     planned_on = Counter(a for scores in all_scores for a in scores.task.algos)
+    cross_task = {a for a, tasks in planned_on.items() if tasks > 1 or len(all_scores) == 1}
     usable: list[TaskScores] = []
     shared_seeds: list[set[int]] = []
     for scores in all_scores:
         scored = scores.runs[np.isfinite(scores.runs[f"score_{axis}"].to_numpy(float))]
-        gating = [a for a in scores.task.algos if planned_on[a] > 1 or len(all_scores) == 1]
+        gating = [a for a in scores.task.algos if a in cross_task]
         seed_sets = [set(scored.loc[scored["algo"] == a, "seed"]) for a in gating]
         shared = set.intersection(*seed_sets) if seed_sets else set()
         if len(shared) >= stats.MIN_RUNS_INTERVAL:
@@ -322,7 +323,7 @@ def aggregate_matrix(all_scores: Sequence[TaskScores], axis: str) -> Aggregate:
     algos = [
         a
         for a in usable[0].task.algos
-        if all(a in s.task.algos for s in usable) and (planned_on[a] > 1 or len(all_scores) == 1)
+        if a in cross_task and all(a in s.task.algos for s in usable)
     ]
     left_out = {
         a: "run on " + ", ".join(s.task.env for s in usable if a in s.task.algos) + " only"
