@@ -149,8 +149,7 @@ def task_scores(task: Task, archive: Path, random_score: float) -> TaskScores | 
     if len(table) == 0:
         return None
     runs = table.runs.reset_index(drop=True)
-    steps = table.steps
-    steps = d.carry_cpu_seconds(steps.sort_values(["run", "step"]) if "step" in steps else steps)
+    steps = d.carry_cpu_seconds(table.steps)  # every use below sorts or reduces per run
     frame = pd.DataFrame(
         {
             "run": runs["run"],
