@@ -2,7 +2,7 @@
 
 ``plan`` lists the cells of ``experiments/benchmark.yaml`` with their estimated
 CPU cost and which are done; ``run`` runs the missing cells as one resumable
-sweep (task by task, cheapest first within a task; ``--task`` and ``--algo``
+sweep (task by task, cheapest first within a task; ``--task``, ``--algo`` and ``--seed``
 pick a part, say the Ant cells for a larger machine) and measures each task's
 random-policy score; ``report`` archives the completed runs and writes ``reports/benchmark/`` and
 ``BENCHMARK.md``, from a runs directory or from the committed archive alone.
@@ -64,6 +64,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 metavar="NAME",
                 help="only this algorithm's cells (repeatable; default: every algorithm)",
             )
+            command.add_argument(
+                "--seed",
+                action="append",
+                type=int,
+                default=[],
+                metavar="N",
+                help="only this seed's cells (repeatable; default: every seed), say to split "
+                "a task between machines",
+            )
         if name == "run":
             command.add_argument("--jobs", type=int, default=1, help="cells at once (1)")
             command.add_argument(
@@ -94,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
 def _load(args: argparse.Namespace) -> Benchmark:
     try:
         bench = load_benchmark(args.file)
-        return bench.only(getattr(args, "task", []), getattr(args, "algo", []))
+        return bench.only(
+            getattr(args, "task", []), getattr(args, "algo", []), getattr(args, "seed", [])
+        )
     except BenchmarkError as error:
         raise UsageError(str(error)) from None
 

@@ -77,13 +77,16 @@ class Benchmark:
 
     _task_index: dict[int, int] = field(default_factory=dict)
 
-    def only(self, envs: list[str], algos: list[str]) -> Benchmark:
-        """The same benchmark restricted to these tasks and algorithms (empty: all of them)."""
+    def only(self, envs: list[str], algos: list[str], seeds: list[int] | None = None) -> Benchmark:
+        """The same benchmark restricted to these tasks, algorithms and seeds (empty: all)."""
+        seeds = seeds or []
         known_envs = [task.env for task in self.tasks]
         known_algos = sorted({algo for task in self.tasks for algo in task.algos})
-        for value, known, what in [(e, known_envs, "task") for e in envs] + [
-            (a, known_algos, "algorithm") for a in algos
-        ]:
+        for value, known, what in (
+            [(e, known_envs, "task") for e in envs]
+            + [(a, known_algos, "algorithm") for a in algos]
+            + [(str(s), [str(k) for k in self.seeds], "seed") for s in seeds]
+        ):
             if value not in known:
                 raise _fail(self.path, f"no {what} {value!r} here; known: {', '.join(known)}")
         cells = [
@@ -91,6 +94,7 @@ class Benchmark:
             for cell in self.sweep.cells
             if (not envs or self.task_of(cell).env in envs)
             and (not algos or str(cell.config["algo"]) in algos)
+            and (not seeds or cell.config["seed"] in seeds)
         ]
         sweep = replace(self.sweep, cells=cells)
         return replace(self, sweep=sweep)
