@@ -11,7 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.benchmark.report import TaskScores, aggregate_matrix, compute_span_text
+from harness.benchmark.report import (
+    TaskScores,
+    aggregate_matrix,
+    budget_words,
+    compute_span_text,
+    own_budget_text,
+)
 from harness.benchmark.spec import BenchmarkError, Task, load_benchmark
 from harness.rundir import extract_run_archive, run_dirs
 from tests.conftest import ROOT, harness_cli
@@ -214,3 +220,24 @@ def test_the_equal_cpu_point_is_set_against_the_costliest_algorithm() -> None:
     )
     scores = TaskScores(task, runs, {"timesteps": 1000.0, "cpu_seconds": 40.0}, 0.0)
     assert "Lander 40 (ppo: 1100 per run)" in compute_span_text([scores])
+
+
+def test_a_task_with_budgets_per_algorithm_names_them_and_its_leader_at_each_own_budget() -> None:
+    task = Task("Ant", {"timesteps": 10_000_000}, 2500.0, "test", ["optimes", "cma", "ppo"])
+    runs = pd.DataFrame(
+        {
+            "algo": ["optimes"] * 3 + ["cma"] * 3 + ["ppo"] * 3,
+            "seed": [100, 101, 102] * 3,
+            "score_final": [2400.0, 2500.0, 2450.0, 900.0, 950.0, 1000.0, 1500.0, 1600.0, 1550.0],
+        }
+    )
+    scores = TaskScores(task, runs, {"timesteps": 2_000_000.0, "cpu_seconds": 100.0}, 0.0)
+    same = dict.fromkeys(task.algos, 10_000_000.0)
+    assert budget_words(task, same) == "10M timesteps"
+    assert own_budget_text(scores, same) is None
+    differ = same | {"ppo": 2_000_000.0}
+    assert budget_words(task, differ) == "10M timesteps (ppo: 2M)"
+    text = own_budget_text(scores, differ)
+    assert text is not None and "budgets, 10M timesteps (ppo: 2M); its" in text, text
+    assert "compares them at 2M timesteps" in text
+    assert "own budget (its last evaluation): **optimes** 2450.0 (n=3) over ppo 1550.0" in text

@@ -175,7 +175,7 @@ def task_scores(task: Task, archive: Path, random_score: float) -> TaskScores | 
         frame[f"to_threshold_{axis}"] = [crossings.get(run, math.nan) for run in frame["run"]]
     final = d.eval_points(steps, "timesteps").sort_values(["run", "timesteps"])
     last = final.groupby("run")["eval_return_mean"].last()
-    frame["final_score"] = [float(last.get(run, math.nan)) for run in frame["run"]]
+    frame["score_final"] = [float(last.get(run, math.nan)) for run in frame["run"]]
     return TaskScores(task, frame, at, random_score)
 
 
@@ -193,7 +193,11 @@ def _mean_ci(values: np.ndarray) -> tuple[str, stats.GroupStats]:
 
 
 def leader_text(scores: TaskScores, axis: str) -> str:
-    """Who leads on ``axis`` at the common point; "inconclusive" where intervals overlap."""
+    """Who leads on ``axis`` at the common point; "inconclusive" where intervals overlap.
+
+    ``axis`` is one of :data:`AXES`, or ``final``: each run's last evaluation, at its own
+    budget.
+    """
     groups = []
     for algo, frame in scores.runs.groupby("algo", sort=True):
         _, group = _mean_ci(frame[f"score_{axis}"].to_numpy(float))
@@ -245,7 +249,7 @@ def task_table(scores: TaskScores) -> pd.DataFrame:
                 "seeds": ", ".join(str(s) for s in sorted(frame["seed"])),
                 "at equal timesteps": _mean_ci(frame["score_timesteps"].to_numpy(float))[0],
                 "at equal CPU-s": _mean_ci(frame["score_cpu_seconds"].to_numpy(float))[0],
-                "final": _mean_ci(frame["final_score"].to_numpy(float))[0],
+                "final": _mean_ci(frame["score_final"].to_numpy(float))[0],
                 "timesteps to reference": _median_reached(
                     frame["to_threshold_timesteps"].to_numpy(float)
                 ),
@@ -256,6 +260,39 @@ def task_table(scores: TaskScores) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows).fillna("—")
+
+
+def budget_words(task: Task, timesteps: dict[str, float]) -> str:
+    """The task's budget, with the algorithms that train to another number of timesteps."""
+    words = d.budget_phrase(task.budget.get)
+    others: dict[float, list[str]] = {}
+    for algo in task.algos:
+        own = timesteps.get(algo)
+        if own is not None and own != task.budget.get("timesteps"):
+            others.setdefault(own, []).append(algo)
+    if not others:
+        return words
+    exceptions = "; ".join(
+        f"{', '.join(algos)}: {d.fmt_number(steps)}"
+        for steps, algos in sorted(others.items(), reverse=True)
+    )
+    return f"{words} ({exceptions})"
+
+
+def own_budget_text(scores: TaskScores, timesteps: dict[str, float]) -> str | None:
+    """Who leads at each algorithm's own budget, for a task whose algorithms' budgets differ.
+
+    Its equal-timesteps point is then the smallest budget, so the larger budgets show only
+    here. None where every algorithm of the task trains to the same number of timesteps.
+    """
+    if len({timesteps.get(algo) for algo in scores.task.algos}) < 2:
+        return None
+    return (
+        f"{scores.task.env} trains its algorithms to different budgets, "
+        f"{budget_words(scores.task, timesteps)}; its equal-timesteps column compares them at "
+        f"{d.fmt_number(scores.at['timesteps'])} timesteps. At each algorithm's own budget "
+        f"(its last evaluation): {leader_text(scores, 'final')}."
+    )
 
 
 def compute_span_text(all_scores: Sequence[TaskScores]) -> str:
@@ -482,6 +519,7 @@ def write_benchmark_report(
     random = _random_scores(bench, runs_dir, out)
     all_scores: list[TaskScores] = []
     task_rows = []
+    own_budget_texts: list[str] = []
     per_task_sections = []
     for task in bench.tasks:
         folder = out / task_slug(task.env)
@@ -498,11 +536,14 @@ def write_benchmark_report(
                 map_runs=0,
             )
             all_scores.append(scores)
+            own_budget = own_budget_text(scores, bench.timesteps_of(task))
+            if own_budget:
+                own_budget_texts.append(own_budget)
         task_rows.append(
             {
                 "task": f"[{task.env}]({link})" if scores is not None else task.env,
                 "cells done": f"{done}/{len(bench.seeds) * len(task.algos)}",
-                "budget": d.budget_phrase(task.budget.get),
+                "budget": budget_words(task, bench.timesteps_of(task)),
                 "at equal timesteps": leader_text(scores, "timesteps") if scores else "—",
                 "at equal CPU-seconds": leader_text(scores, "cpu_seconds") if scores else "—",
             }
@@ -512,7 +553,7 @@ def write_benchmark_report(
         section = Section(
             f"{task.env}",
             paragraphs=[
-                f"Budget {d.budget_phrase(task.budget.get)}; common points: "
+                f"Budget {budget_words(task, bench.timesteps_of(task))}; common points: "
                 f"{fmt(scores.at['timesteps'], 0)} timesteps, "
                 f"{fmt(scores.at['cpu_seconds'], 0)} CPU-seconds. Reference score "
                 f"{fmt(task.reference_score)} ({task.reference_source}); random policy "
@@ -592,7 +633,10 @@ def write_benchmark_report(
     leaders = Section(
         "Who leads, per task",
         tables=[("", pd.DataFrame(task_rows))],
-        after=[compute_span_text(all_scores)] if all_scores else [],
+        after=[
+            *own_budget_texts,
+            *([compute_span_text(all_scores)] if all_scores else []),
+        ],
     )
     command = "harness benchmark report"
     title = f"Benchmark: ES against RL on {len(bench.tasks)} tasks, held-out seeds"

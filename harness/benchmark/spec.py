@@ -75,6 +75,15 @@ class Benchmark:
         """Estimated CPU-seconds of a cell (0 where the file gives none)."""
         return float(self.task_of(cell).cost_cpu_s.get(str(cell.config["algo"]), 0.0))
 
+    def timesteps_of(self, task: Task) -> dict[str, float]:
+        """Each algorithm's timesteps budget on ``task``, its overrides applied."""
+        budgets: dict[str, float] = {}
+        for cell in self.sweep.cells:
+            timesteps = cell.config.get("timesteps")
+            if self.task_of(cell) is task and timesteps is not None:
+                budgets[str(cell.config["algo"])] = float(timesteps)
+        return budgets
+
     _task_index: dict[int, int] = field(default_factory=dict)
 
     def only(self, envs: list[str], algos: list[str], seeds: list[int] | None = None) -> Benchmark:
