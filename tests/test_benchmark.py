@@ -17,6 +17,7 @@ from harness.benchmark.report import (
     budget_words,
     compute_span_text,
     own_budget_text,
+    threshold_table,
 )
 from harness.benchmark.spec import BenchmarkError, Task, load_benchmark
 from harness.rundir import extract_run_archive, run_dirs
@@ -241,3 +242,22 @@ def test_a_task_with_budgets_per_algorithm_names_them_and_its_leader_at_each_own
     assert text is not None and "budgets, 10M timesteps (ppo: 2M); its" in text, text
     assert "compares them at 2M timesteps" in text
     assert "own budget (its last evaluation): **optimes** 2450.0 (n=3) over ppo 1550.0" in text
+
+
+def test_threshold_table_counts_the_runs_that_reached_the_reference_and_their_medians(
+    tmp_path: Path,
+) -> None:
+    bench = load_benchmark(write(tmp_path, SMALL))
+    nan = float("nan")
+    runs = pd.DataFrame(
+        {
+            "algo": ["optimes"] * 3,
+            "seed": [100, 101, 102],
+            "to_threshold_timesteps": [1000.0, 3000.0, nan],
+            "to_threshold_cpu_seconds": [2.0, 4.0, nan],
+        }
+    )
+    scores = TaskScores(bench.tasks[0], runs, {"timesteps": 3000.0, "cpu_seconds": 5.0}, 0.0)
+    table = threshold_table(bench, [scores]).set_index("algorithm")
+    assert table.loc["optimes", "CartPole"] == "2/3: 2k steps, 3 CPU-s"
+    assert table.loc["ppo", "CartPole"] == "—"
