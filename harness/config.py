@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 
 from harness import schema
+from harness.budget import LIMITS, Budget
 from harness.schema import BUDGET_KEYS, BY_NAME, KNOBS, Knob
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
@@ -651,9 +652,7 @@ def _complete_run_knobs(draft: _Draft) -> None:
 def _complete_budget(draft: _Draft) -> None:
     """The env's default budget applies only when the user gave none."""
     config = draft.config
-    budget_given = any(
-        config.get(k) is not None for k in ("timesteps", "generations", "time_limit")
-    )
+    budget_given = any(config.get(k) is not None for k in LIMITS)
     for knob in schema.knobs("budget"):
         value = config.get(knob.name)
         if value is None and not budget_given and knob.name not in draft.explicit_null:
@@ -730,10 +729,8 @@ def _check_completed(config: dict[str, Any], algo_cls: type[Algorithm]) -> None:
         algo_cls.check_config(config)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    from harness.budget import Budget
-
     try:
-        Budget(*(config[k] for k in BUDGET_KEYS)).validate()
+        Budget(**{k: config[k] for k in BUDGET_KEYS}).validate()
     except ValueError as error:
         raise ConfigError(str(error)) from None
 

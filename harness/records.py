@@ -131,6 +131,7 @@ RENAMED_CONFIG = {
     "timesteps": "budget_timesteps",
     "generations": "budget_generations",
     "time_limit": "budget_time_limit",
+    "cpu_limit": "budget_cpu_limit",
     "target_return": "budget_target_return",
 }
 #: Columns identifying a run, first in both frames.

@@ -108,7 +108,7 @@ def _spec_from_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(budget, dict):
         raise UsageError(f"budget in {path} must be a mapping, got {budget!r}")
     for key in budget:
-        if key not in (*BUDGET_FLAGS, "time_limit"):
+        if key not in (*BUDGET_FLAGS, "time_limit", "cpu_limit"):
             raise UsageError(f"unknown budget key {key!r} in {path}")
     overrides = spec.get("set") or []
     if isinstance(overrides, dict):
@@ -147,11 +147,12 @@ SPEC_KNOBS = ("imports", "algo", "env", "seed", "episodes", "backend", "ray_addr
 def completed_config(spec: dict[str, Any], workers: int = 1) -> dict[str, Any]:
     """The run config a spec describes, built by ``build_run_config`` as ``harness run`` does."""
     budget = spec.get("budget") or {}
-    if budget.get("time_limit") is not None:
-        raise UsageError(
-            "check-repro cannot use a time_limit budget: where it stops depends "
-            "on the machine; give timesteps or generations"
-        )
+    for limit in ("time_limit", "cpu_limit"):
+        if budget.get(limit) is not None:
+            raise UsageError(
+                f"check-repro cannot use a {limit} budget: where it stops depends "
+                "on the machine; give timesteps or generations"
+            )
     if budget.get("timesteps") is None and budget.get("generations") is None:
         raise UsageError("check-repro needs a budget: --timesteps or --generations")
     if not spec.get("algo") or not spec.get("env"):

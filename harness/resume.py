@@ -1,4 +1,4 @@
-"""``harness resume RUN_DIR [--timesteps T | --generations G | --time-limit S]``.
+"""``harness resume RUN_DIR [--timesteps T | --generations G | --time-limit S | --cpu-limit S]``.
 
 Continues a run from its last checkpoint, in the same Sacred run record
 (``RUNS_DIR/<id>/``): the stored config is rebuilt, ``checkpoint.pkl`` is
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import rundir, schema
-from harness.budget import Budget
+from harness.budget import LIMITS, Budget
 from harness.checkpoint import (
     CHECKPOINT_NAME,
     CheckpointError,
@@ -69,11 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, RUNS_DIR/<id>")
     schema.add_flags(
         parser,
-        ("timesteps", "generations", "time_limit"),
+        LIMITS,
         helps={
             "timesteps": "training env steps in all",
             "generations": "generations in all",
             "time_limit": "training seconds in all",
+            "cpu_limit": "training CPU-seconds in all",
         },
         titles={
             "budget": "budget from here on (totals, as for `harness run`; given: replaces "
@@ -117,7 +118,7 @@ def _read_json(path: Path) -> Any:
 def _resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The stored config rebuilt as ``harness run`` builds one, with the new budget if given."""
     config = dict(stored)
-    given = schema.given_by_flags(args, ("timesteps", "generations", "time_limit"))
+    given = schema.given_by_flags(args, LIMITS)
     sources = dict.fromkeys(config, rundir.CONFIG)
     if any(value is not None for value in given.values()):
         config.update(given)
@@ -185,23 +186,24 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     config = _resumed_config(stored, args)
     _check_matches_checkpoint(config, saved_config, run_dir / CHECKPOINT_NAME)
     status = entry.get("status")
-    extended = any(
-        getattr(args, key) is not None for key in ("timesteps", "generations", "time_limit")
-    )
+    extended = any(getattr(args, key) is not None for key in LIMITS)
     finished = progress.stop_reason is not None
     if finished and not extended and status == "COMPLETED":
         raise UsageError(
             f"run {name} is already COMPLETED ({progress.stop_reason}); pass --timesteps, "
-            "--generations or --time-limit to extend it"
+            "--generations, --time-limit or --cpu-limit to extend it"
         )
     if extended:
-        budget = Budget(*(config[key] for key in BUDGET_KEYS))
-        used = budget.exhausted(progress.timesteps, progress.step, progress.wall_time_s, None)
+        budget = Budget(**{key: config[key] for key in BUDGET_KEYS})
+        used = budget.exhausted(
+            progress.timesteps, progress.step, progress.wall_time_s, None, progress.cpu_seconds
+        )
         if used is not None:
             raise UsageError(
                 f"the new budget is already used at the checkpoint ({used}: step "
                 f"{progress.step}, {progress.timesteps} timesteps, "
-                f"{progress.wall_time_s:.1f}s); give a larger one"
+                f"{progress.wall_time_s:.1f}s, {progress.cpu_seconds:.1f} CPU-s); give a "
+                "larger one"
             )
     reopened = finished and extended
     drop_eval_step = progress.step if reopened and progress.final_eval is not None else None

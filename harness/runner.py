@@ -78,6 +78,7 @@ from harness.checkpoint import (
 from harness.config import ConfigError, validate_params
 from harness.cputime import CPU_SAMPLE_PERIOD_S, CpuMeter, MachineLoad
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
+from harness.schema import BUDGET_KEYS
 from harness.signals import interrupt_on_stop_signals, take_latched
 
 #: Packages a remote (Ray cluster) worker needs besides the evaluation layer's own
@@ -322,9 +323,7 @@ class Trainer:
         self.run = run
         self.run_dir = run_dir
         self.show_progress = show_progress
-        self.budget = Budget(
-            *(config[k] for k in ("timesteps", "generations", "time_limit", "target_return"))
-        )
+        self.budget = Budget(**{k: config.get(k) for k in BUDGET_KEYS})
         self.progress = Progress(next_eval_at=0)
         self._cpu_meter = CpuMeter()
         self._cpu_offset_s = 0.0  # a resumed run's CPU-seconds before this process
@@ -624,21 +623,28 @@ class Trainer:
                     p.episodes += record.episodes
                     p.wall_time_s = time.perf_counter() - started
                     # an evaluation follows: its row gets this step's CPU time, not a stale one
-                    self._sample_cpu(force=p.timesteps >= p.next_eval_at)
+                    # so does a CPU limit: it is checked against this step's reading
+                    self._sample_cpu(
+                        force=p.timesteps >= p.next_eval_at or self.budget.cpu_limit is not None
+                    )
                     self._record(record)
                     self._check_records()
                 if p.timesteps >= p.next_eval_at:
                     self._evaluate_and_confirm()
                     p.next_eval_at = (p.timesteps // interval + 1) * interval
                     p.wall_time_s = time.perf_counter() - started
-                p.stop_reason = self.budget.exhausted(p.timesteps, p.step, p.wall_time_s, p.reached)
+                p.stop_reason = self.budget.exhausted(
+                    p.timesteps, p.step, p.wall_time_s, p.reached, p.cpu_seconds
+                )
                 if p.stop_reason is not None and p.last_eval_step != p.step:
                     p.final_eval = (p.eval_index, p.last_eval, p.last_eval_step)
                     p.final_target = p.target_state()
                     self._evaluate_and_confirm()
                     p.wall_time_s = time.perf_counter() - started
                     p.stop_reason = (
-                        self.budget.exhausted(p.timesteps, p.step, p.wall_time_s, p.reached)
+                        self.budget.exhausted(
+                            p.timesteps, p.step, p.wall_time_s, p.reached, p.cpu_seconds
+                        )
                         or p.stop_reason
                     )
                 with self._timed("logging"):
@@ -702,7 +708,7 @@ class Trainer:
     def _progress_bar(self) -> tqdm:
         """A bar over whichever budget binds (timesteps, generations or seconds), with an ETA."""
         p = self.progress
-        share, _ = self.budget.used(p.timesteps, p.step, p.wall_time_s)
+        share, _ = self.budget.used(p.timesteps, p.step, p.wall_time_s, p.cpu_seconds)
         return tqdm(
             total=100.0,
             initial=100.0 * share,
@@ -715,7 +721,7 @@ class Trainer:
 
     def _update_bar(self, bar: tqdm) -> None:
         p = self.progress
-        share, binding = self.budget.used(p.timesteps, p.step, p.wall_time_s)
+        share, binding = self.budget.used(p.timesteps, p.step, p.wall_time_s, p.cpu_seconds)
         bar.update(max(100.0 * share - bar.n, 0.0))
         last = p.last_eval
         bar.set_postfix(

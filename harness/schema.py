@@ -259,6 +259,21 @@ KNOBS: tuple[Knob, ...] = (
         per_env=True,
     ),
     Knob(
+        "cpu_limit",
+        float,
+        None,
+        "budget: training CPU-seconds of the run's processes (head and workers), summed "
+        "over resumes; the equal-compute budget",
+        section="budget",
+        flags=("--cpu-limit",),
+        metavar="SEC",
+        settable=True,
+        least=0,
+        positive=True,
+        nullable=True,
+        per_env=True,
+    ),
+    Knob(
         "target_return",
         float,
         None,
@@ -499,6 +514,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "l2": ("l2_coeff",),
     "optimiser": ("optimizer",),
     "time": ("time_limit",),
+    "cpu_time": ("cpu_limit",),
+    "cpu_seconds": ("cpu_limit",),
     "target": ("target_return",),
 }
 

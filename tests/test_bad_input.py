@@ -60,6 +60,7 @@ RUN_CASES = [
     (["--timesteps", "0"], ["timesteps", "0"]),
     (["--generations", "-5"], ["generations", "-5"]),
     (["--time-limit", "-1"], ["time limit", "-1"]),
+    (["--cpu-limit", "0"], ["cpu limit", "0"]),
     (["--set", "timesteps=0"], ["timesteps", "0"]),
     (["--set", "nope=1"], ["'nope'", "unknown --set key"]),
     (["--set", "popultion=10"], ["'popultion'", "population"]),
@@ -189,6 +190,7 @@ YAML_CASES = [
         ["timesteps", "-10"],
     ),
     ("time-limit", "algo: optimes\nenv: CartPole\nbudget: {time_limit: 10}\n", ["time_limit"]),
+    ("cpu-limit", "algo: optimes\nenv: CartPole\nbudget: {cpu_limit: 10}\n", ["cpu_limit"]),
     (
         "unsafe",
         "algo: !!python/object/apply:os.system ['echo pwned']\nenv: CartPole\n",

@@ -152,3 +152,14 @@ def test_each_evaluation_row_has_the_cpu_seconds_of_its_own_step(runs_dir: Path)
     at_evaluations = [cpu[step] for step in metrics["eval_return_mean"]["steps"]]
     assert len(at_evaluations) >= 4
     assert all(b > a for a, b in itertools.pairwise(at_evaluations))
+
+
+def test_a_cpu_limit_stops_the_run_at_the_first_step_past_it(runs_dir: Path) -> None:
+    """The CPU meter is read at every step under a CPU limit, so the run stops at the first
+    step whose process tree has used the limit, whatever the other budgets say."""
+    limit = 3.0
+    record = _run(runs_dir, "--backend", "inline", "--cpu-limit", str(limit), timesteps=10_000_000)
+    assert record["run"]["result"]["stop_reason"] == f"CPU limit {limit} CPU-s reached"
+    cpu = record["metrics"]["cpu_seconds"]["values"]
+    assert cpu[-1] >= limit > cpu[-2]
+    assert record["metrics"]["timesteps"]["values"][-1] < 10_000_000

@@ -253,6 +253,10 @@ def test_budget_share_is_the_binding_limit() -> None:
     assert both.used(100, 1, 5.0) == (0.5, "time_limit")
     assert both.used(900, 1, 5.0) == (0.9, "timesteps")
     assert both.used(2000, 1, 5.0) == (1.0, "timesteps")
+    cpu = Budget(timesteps=1000, cpu_limit=40.0)
+    assert cpu.used(100, 1, 99.0, 30.0) == (0.75, "cpu_limit")
+    assert cpu.exhausted(100, 1, 99.0, None, 39.9) is None
+    assert cpu.exhausted(100, 1, 99.0, None, 40.0) == "CPU limit 40.0 CPU-s reached"
 
 
 def test_target_counts_only_when_reached() -> None:
@@ -262,7 +266,9 @@ def test_target_counts_only_when_reached() -> None:
     assert budget.exhausted(10, 1, 1.0, 201.5) == "target return 200.0 reached (201.5)"
 
 
-@pytest.mark.parametrize("budget", [["--generations", "3"], ["--time-limit", "1.5"]])
+@pytest.mark.parametrize(
+    "budget", [["--generations", "3"], ["--time-limit", "1.5"], ["--cpu-limit", "1.5"]]
+)
 def test_progress_bar_moves_under_every_budget(budget: list[str], tmp_path: Path) -> None:
     completed = subprocess.run(
         [

@@ -348,7 +348,8 @@ def compute_span_text(all_scores: Sequence[TaskScores]) -> str:
         "least any of its runs spent on the whole budget, against the mean of its costliest "
         "algorithm: " + "; ".join(spans) + ". An algorithm that is cheap per timestep would "
         "train for many more timesteps on the CPU-seconds of an expensive one; that budget "
-        "is not in the grid, so the equal-CPU column ranks algorithms early in training."
+        "is not in the grid (`harness run --cpu-limit SEC` runs it), so the equal-CPU column "
+        "ranks algorithms early in training."
     )
 
 

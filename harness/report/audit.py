@@ -1,7 +1,7 @@
 """Budgets audited: what each group asked for, what it used, and warnings when they disagree.
 
 Requested: the run's budget keys (``timesteps``, ``generations``, ``time_limit``,
-``target_return``). Used: final training timesteps, generations (steps), training
+``cpu_limit``, ``target_return``). Used: final training timesteps, generations (steps), training
 wall-clock, and CPU-seconds of the run's process tree (``cpu_seconds`` in
 ``summary.json``; runs recorded before the runner measured it show "n/a"), with the
 host's core count. Warnings (shown at the top of a report):
@@ -9,7 +9,7 @@ host's core count. Warnings (shown at the top of a report):
 * the groups of one env used timesteps, or wall-clock, differing by more than
   :data:`TOLERANCE` (10%) between the smallest and the largest group mean;
 * the groups of one env asked for different budgets;
-* a run used more than 10% beyond its requested timesteps or time limit (an ES
+* a run used more than 10% beyond its requested timesteps, time limit or CPU limit (an ES
   generation finishes before the budget is checked, so a large population on a
   small budget overruns);
 * an ES run whose population scored alike in most generations (fitness max - min
@@ -143,8 +143,9 @@ def _overruns(env: Any, env_runs: pd.DataFrame) -> list[str]:
         for column, used_column, unit in (
             ("budget_timesteps", "final_timesteps", "timesteps"),
             ("budget_time_limit", "final_wall_time_s", "s"),
+            ("budget_cpu_limit", "cpu_seconds", "CPU-s"),
         ):
-            if column not in frame:
+            if column not in frame or used_column not in frame:
                 continue
             asked = pd.to_numeric(frame[column], errors="coerce")
             over = frame[used_column] / asked - 1.0

@@ -47,13 +47,16 @@ def budget_phrase(get: Callable[[str], Any]) -> str:
         parts.append(f"{fmt_number(float(get('generations')))} generations")
     if _present(get("time_limit")):
         parts.append(f"{fmt_number(float(get('time_limit')))} s")
+    if _present(get("cpu_limit")):
+        parts.append(f"{fmt_number(float(get('cpu_limit')))} CPU-s")
     if _present(get("target_return")):
         parts.append(f"return {float(get('target_return')):g}")
     return " or ".join(parts)
 
 
 def budget_text(runs: pd.DataFrame) -> str:
-    """The budgets of these runs in words, e.g. ``20k timesteps`` or ``600 s or return 200``."""
+    """The budgets of these runs in words, e.g. ``20k timesteps`` or ``600 s or return 200``
+    (a CPU limit: ``900 CPU-s``)."""
     texts: list[str] = []
     for _, row in runs.iterrows():
         values = {

@@ -60,6 +60,7 @@ FLAG_KEYS = (
     "timesteps",
     "generations",
     "time_limit",
+    "cpu_limit",
     "target_return",
 )
 #: Flags not spelled as their key.
@@ -335,8 +336,9 @@ def _applies(key: str, family: str | None) -> bool:
 def _clashing_names() -> set[str]:
     """Knob names a bare ``--set NAME=`` would resolve to before the algorithm's params."""
     from harness.config import POLICY_KEYS, RUN_KEYS
+    from harness.schema import BUDGET_KEYS
 
-    return {*POLICY_KEYS, *RUN_KEYS, "timesteps", "generations", "time_limit", "target_return"}
+    return {*POLICY_KEYS, *RUN_KEYS, *BUDGET_KEYS}
 
 
 def reproduce_command(config: dict[str, Any]) -> str:

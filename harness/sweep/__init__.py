@@ -15,7 +15,8 @@ combination is one *cell*, one Sacred run::
       workers: [1]                  # default [1] (as harness run); "auto": this machine's CPUs
       policy.kind: [linear, mlp]    # any --set knob ...
       population: [20, 40]          # ... or algorithm hyperparameter
-    budget:                         # any of timesteps, generations, time_limit, target_return
+    budget:                         # any of timesteps, generations, time_limit, cpu_limit,
+                                    # target_return
       timesteps: 20000              # (none: the env's default budget)
     backend: inline                 # inline, process or ray (ES family); default process
     jobs: 2                         # default for --jobs: cells run at once
