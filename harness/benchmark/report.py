@@ -424,10 +424,9 @@ def aggregate_figures(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from harness.report.plots import save
+    from harness.report.plots import group_colors, save
 
     library, metrics = stats.quiet_rliable()
-    import seaborn as sns
     from rliable import plot_utils
 
     def aggregates(scores: np.ndarray) -> np.ndarray:
@@ -442,8 +441,7 @@ def aggregate_figures(
         )
     algos = sorted(matrix, key=lambda a: points[a][0])
     # One colour per algorithm in both figures (rliable would colour each by its own order).
-    palette = sns.color_palette("colorblind", len(matrix))
-    colors = dict(zip(matrix, palette, strict=True))
+    colors = group_colors(list(matrix))
     fig, axes = plot_utils.plot_interval_estimates(
         points,
         intervals,

@@ -48,6 +48,27 @@ LEGEND_WRAP = 56
 TICK_WRAP = 28
 #: Distinct hues for algorithms (colorblind's orange and vermillion are too alike).
 PALETTE = "tab10"
+#: Two more hues after tab10's ten, so that each shipped algorithm has its own.
+EXTRA_HUES = ("#000000", "#ff9896")
+
+
+def builtin_algorithm_colors() -> dict[str, Any]:
+    """One colour per shipped algorithm (by sorted name), the same in every figure."""
+    from algorithms.registry import algorithm_names, algorithm_source
+
+    names = [n for n in algorithm_names() if algorithm_source(n).startswith("module algorithms.")]
+    hues = [*sns.color_palette(PALETTE, 10), *EXTRA_HUES]
+    return {name: hues[i % len(hues)] for i, name in enumerate(names)}
+
+
+def group_colors(groups: list[str]) -> dict[str, Any]:
+    """A colour per group: where every group is a shipped algorithm's name, that algorithm's
+    own colour (so an algorithm looks the same across tasks and reports); else the palette
+    in the groups' order."""
+    fixed = builtin_algorithm_colors()
+    if groups and all(group in fixed for group in groups):
+        return {group: fixed[group] for group in groups}
+    return dict(zip(groups, sns.color_palette(PALETTE, len(groups)), strict=True))
 
 
 def apply_style() -> None:
@@ -266,7 +287,7 @@ def eval_curve_figure(
         # Every group of the env gets a colour and a legend entry, also one whose first
         # evaluation comes after the common budget: its faint runs must be nameable.
         order = sorted(set(data[GROUP]) | set(env_raw[GROUP]))
-        colors = dict(zip(order, sns.color_palette(PALETTE, len(order)), strict=True))
+        colors = group_colors(order)
         _raw_runs(ax, env_raw, x, colors, GROUP)
         ax.set_xlabel(AXIS_LABELS.get(x, x))
         ax.set_ylabel("eval return (mean of episodes)")
@@ -350,7 +371,7 @@ def fitness_curve_figure(
     for ax, env in zip(axes, envs, strict=True):
         data = rows[rows["env"] == env].sort_values(["seed", "run", "timesteps"])
         order = sorted(set(data[GROUP]))
-        colors = dict(zip(order, sns.color_palette(PALETTE, len(order)), strict=True))
+        colors = group_colors(order)
         for group in order:
             members = data[data[GROUP] == group]
             n = members["run"].nunique()
@@ -435,7 +456,7 @@ def episodes_figure(
     curves = eval_curves(steps, subset, "timesteps")
     fig, axes = plt.subplots(len(envs), 2, figsize=(12.5, 4.2 * len(envs) + 1.0), squeeze=False)
     algos = sorted(subset["algo"].unique())
-    colors = dict(zip(algos, sns.color_palette(PALETTE, len(algos)), strict=True))
+    colors = group_colors(algos)
     ks = sorted(subset["k"].unique())
     styles = {k: LINESTYLES[i % len(LINESTYLES)] for i, k in enumerate(ks)}
     group_algo = dict(zip(subset[GROUP], subset["algo"], strict=False))
