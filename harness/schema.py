@@ -272,6 +272,7 @@ KNOBS: tuple[Knob, ...] = (
         positive=True,
         nullable=True,
         per_env=True,
+        default_is_the_old_behaviour=True,
     ),
     Knob(
         "target_return",
