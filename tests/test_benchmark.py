@@ -240,8 +240,10 @@ def test_a_task_with_budgets_per_algorithm_names_them_and_its_leader_at_each_own
     assert budget_words(task, differ) == "10M timesteps (ppo: 2M)"
     text = own_budget_text(scores, differ)
     assert text is not None and "budgets, 10M timesteps (ppo: 2M); its" in text, text
-    assert "compares them at 2M timesteps" in text
+    assert "compares them at 2.00M timesteps" in text
     assert "own budget (its last evaluation): **optimes** 2450.0 (n=3) over ppo 1550.0" in text
+    ppo_only = TaskScores(task, runs[runs["algo"] == "ppo"], scores.at, 0.0)
+    assert own_budget_text(ppo_only, differ) is None  # one algorithm: nothing to compare
 
 
 def test_threshold_table_counts_the_runs_that_reached_the_reference_and_their_medians(

@@ -319,14 +319,17 @@ def own_budget_text(scores: TaskScores, timesteps: dict[str, float]) -> str | No
     """Who leads at each algorithm's own budget, for a task whose algorithms' budgets differ.
 
     Its equal-timesteps point is then the smallest budget, so the larger budgets show only
-    here. None where every algorithm of the task trains to the same number of timesteps.
+    here. None where every algorithm of the task trains to the same number of timesteps, or
+    where only one algorithm has completed runs.
     """
     if len({timesteps.get(algo) for algo in scores.task.algos}) < 2:
         return None
+    if scores.runs["algo"].nunique() < 2:
+        return None  # one algorithm so far: nothing to compare, the budget column says it
     return (
         f"{scores.task.env} trains its algorithms to different budgets, "
         f"{budget_words(scores.task, timesteps)}; its equal-timesteps column compares them at "
-        f"{d.fmt_number(scores.at['timesteps'])} timesteps. At each algorithm's own budget "
+        f"{_rounded_steps(scores.at['timesteps'])} timesteps. At each algorithm's own budget "
         f"(its last evaluation): {leader_text(scores, 'final')}."
     )
 
@@ -336,8 +339,8 @@ def compute_span_text(all_scores: Sequence[TaskScores]) -> str:
     spans = []
     for scores in all_scores:
         per_algo = scores.runs.groupby("algo")["cpu_seconds_total"].mean().dropna()
-        if per_algo.empty:
-            continue
+        if len(per_algo) < 2:
+            continue  # nothing is compared on a task with one algorithm so far
         costliest = str(per_algo.idxmax())
         spans.append(
             f"{scores.task.env} {fmt(scores.at['cpu_seconds'], 0)} "
