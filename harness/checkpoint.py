@@ -362,3 +362,31 @@ def _load_legacy(path: Path, digest: bytes, payload: bytes, trust_legacy: bool) 
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {path} is damaged: unexpected content")
     return state
+
+
+def adopt_checkpoint(path: Path) -> str:
+    """Sign a format-2 checkpoint written elsewhere with this user's key; return its encoding.
+
+    The act of trust behind ``harness benchmark run --adopt-unfinished``: a run carried
+    from another machine (a committed archive of unfinished runs) was signed with that
+    machine's key, which never travels. The file must be whole (its SHA-256 verifies);
+    its payload is not decoded here, only re-signed, so whatever a pickle in it would do
+    happens at the resume the caller asked for, as with ``--trust-legacy-checkpoint``.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise CheckpointError(f"cannot read checkpoint {path}: {error.strerror}") from None
+    header, newline, payload = data.partition(b"\n")
+    parts = header.split(b" ")
+    if not newline or len(parts) != 5 or parts[0] != MAGIC or parts[1] != b"%d" % FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint {path} is not a format-{FORMAT_VERSION} checkpoint")
+    encoding = parts[2].decode("ascii", errors="replace")
+    if encoding not in (ARRAYS, PICKLE):
+        raise CheckpointError(f"checkpoint {path} has an unknown encoding {encoding!r}")
+    if hashlib.sha256(payload).hexdigest().encode("ascii") != parts[3]:
+        raise CheckpointError(
+            f"checkpoint {path} is damaged: checksum mismatch ({len(data)} bytes)"
+        )
+    write_checkpoint_payload(path, EncodedState(encoding, payload))
+    return encoding

@@ -23,10 +23,10 @@ os.environ.setdefault(
 
 
 def harness_cli(
-    *args: str, timeout: float = 300, check: bool = True
+    *args: str, timeout: float = 300, check: bool = True, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m harness.cli ARGS`` as a real subprocess."""
-    env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1"}
+    """Run ``python -m harness.cli ARGS`` as a real subprocess (``env``: variables to add)."""
+    env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1", **(env or {})}
     completed = subprocess.run(
         [sys.executable, "-m", "harness.cli", *args],
         capture_output=True,

@@ -263,3 +263,114 @@ def test_threshold_table_counts_the_runs_that_reached_the_reference_and_their_me
     table = threshold_table(bench, [scores]).set_index("algorithm")
     assert table.loc["optimes", "CartPole"] == "2/3: 2k steps, 3 CPU-s"
     assert table.loc["ppo", "CartPole"] == "—"
+
+
+CARRIED = """\
+name: bench-carry
+seeds: [100]
+workers: 1
+tasks:
+  - env: CartPole
+    budget: {timesteps: 4000}
+    reference: {score: 475, source: "CartPole-v1 reward_threshold"}
+    algos: [optimes]
+    set: [eval_every_timesteps=1000, eval_episodes=3]
+"""
+
+
+def _trajectory(run_dir: Path) -> dict[str, list[float]]:
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    return {k: metrics[k]["values"] for k in ("timesteps", "fitness_mean", "eval_return_mean")}
+
+
+def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
+    tmp_path: Path,
+) -> None:
+    """Machine A stops a cell half-way and reports; machine B (another checkpoint key, a
+    fresh runs directory) continues it from the committed folder, bitwise as if never
+    stopped; then a third fresh runs directory finds it done in the archive."""
+    spec = write(tmp_path, CARRIED)
+    out, summary = tmp_path / "report", tmp_path / "BENCHMARK.md"
+    common = ["--file", str(spec)]
+    keys = {name: {"HARNESS_CHECKPOINT_KEY_FILE": str(tmp_path / name / "key")} for name in "ABC"}
+
+    straight = tmp_path / "straight"
+    harness_cli("benchmark", "run", *common, "--runs-dir", str(straight), "--archive-dir", str(out))
+    expected = _trajectory(run_dirs(straight)[0])
+
+    machine_a = tmp_path / "a"
+    stopped = harness_cli(
+        "benchmark", "run", *common, "--runs-dir", str(machine_a), "--archive-dir", str(out),
+        env={**keys["A"], "HARNESS_INTERRUPT_AT_STEP": "3"}, check=False,
+    )  # fmt: skip
+    assert stopped.returncode == 1 and "INTERRUPTED" in stopped.stdout
+    reported = harness_cli(
+        "benchmark", "report", *common, "--runs-dir", str(machine_a), "--out", str(out),
+        "--summary", str(summary), env=keys["A"],
+    )  # fmt: skip
+    assert "unfinished runs carried in the report folder: CartPole 1" in reported.stderr
+    carried = run_dirs(extract_run_archive(out / "cartpole" / "unfinished.tar.xz"))
+    assert [sorted(p.name for p in d.iterdir()) for d in carried] == [
+        ["checkpoint.pkl", "config.json", "metrics.json", "run.json"]
+    ]
+    assert "0 of 1 cells complete" in summary.read_text()
+
+    machine_b = tmp_path / "b"
+    plan = harness_cli(
+        "benchmark", "plan", *common, "--runs-dir", str(machine_b), "--archive-dir", str(out)
+    )
+    assert "unfinished: optimes CartPole seed=100" in plan.stdout
+    assert "of 4,000 timesteps (benchmark run --adopt-unfinished continues it)" in plan.stdout
+    continued = harness_cli(
+        "benchmark", "run", *common, "--runs-dir", str(machine_b), "--archive-dir", str(out),
+        "--adopt-unfinished", env=keys["B"],
+    )  # fmt: skip
+    assert "1 resumed, 0 not completed" in continued.stdout, continued.stdout
+    assert "continues from" in continued.stderr
+    (finished,) = run_dirs(machine_b)
+    assert _trajectory(finished) == expected
+    run = json.loads((finished / "run.json").read_text())
+    assert run["status"] == "COMPLETED" and len(run["carried"]) == 1 and run["resumed"]
+
+    harness_cli(
+        "benchmark", "report", *common, "--runs-dir", str(machine_b), "--out", str(out),
+        "--summary", str(summary), env=keys["B"],
+    )  # fmt: skip
+    assert not (out / "cartpole" / "unfinished.tar.xz").exists()
+    assert "1 of 1 cells complete" in summary.read_text()
+    fresh = tmp_path / "c"
+    again = harness_cli(
+        "benchmark", "run", *common, "--runs-dir", str(fresh), "--archive-dir", str(out),
+        env=keys["C"],
+    )  # fmt: skip
+    assert "1 cells, 1 already completed, 0 ran" in again.stdout
+    assert "not run again (--rerun-archived runs them)" in again.stderr
+    assert not run_dirs(fresh)
+
+
+def test_a_carried_checkpoint_is_adopted_only_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adoption re-signs a checkpoint from another key, and refuses a damaged one unread."""
+    from harness.checkpoint import (
+        KEY_ENV,
+        CheckpointError,
+        adopt_checkpoint,
+        load_checkpoint,
+        save_checkpoint,
+    )
+
+    path = tmp_path / "checkpoint.pkl"
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "a.key"))
+    save_checkpoint(path, {"centre": np.arange(4, dtype=np.float32), "step": 3})
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "b.key"))
+    (tmp_path / "b.key").write_text("ab" * 32 + "\n")
+    with pytest.raises(CheckpointError, match="not written with this user's"):
+        load_checkpoint(path)
+    assert adopt_checkpoint(path) == "arrays"
+    assert load_checkpoint(path)["step"] == 3
+    damaged = bytearray(path.read_bytes())
+    damaged[-1] ^= 1
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(CheckpointError, match="damaged: checksum mismatch"):
+        adopt_checkpoint(path)

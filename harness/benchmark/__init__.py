@@ -6,6 +6,11 @@ sweep (task by task, cheapest first within a task; ``--task``, ``--algo`` and ``
 pick a part, say the Ant cells for a larger machine) and measures each task's
 random-policy score; ``report`` archives the completed runs and writes ``reports/benchmark/`` and
 ``BENCHMARK.md``, from a runs directory or from the committed archive alone.
+
+The committed report folder is the benchmark's state across machines and sessions
+(:mod:`harness.benchmark.carry`): ``plan`` and ``run`` count the cells completed in its
+archives as done, ``report`` also keeps the unfinished runs with their checkpoints, and
+``run --adopt-unfinished`` continues them.
 """
 
 from __future__ import annotations
@@ -14,8 +19,14 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from harness.benchmark.carry import (
+    adopt_unfinished,
+    archived_completed,
+    unfinished_runs,
+)
 from harness.benchmark.spec import (
     Benchmark,
     BenchmarkError,
@@ -73,7 +84,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 help="only this seed's cells (repeatable; default: every seed), say to split "
                 "a task between machines",
             )
+        if name != "report":
+            command.add_argument(
+                "--archive-dir",
+                type=Path,
+                default=DEFAULT_OUT,
+                help="committed report folder: a cell completed in its archives is done "
+                f"and its unfinished runs can be continued ({DEFAULT_OUT})",
+            )
         if name == "run":
+            command.add_argument(
+                "--rerun-archived",
+                action="store_true",
+                help="run the cells completed in the committed archives again",
+            )
+            command.add_argument(
+                "--adopt-unfinished",
+                action="store_true",
+                help="continue the unfinished runs the committed folder carries "
+                "(unfinished.tar.xz) from their checkpoints, signing them with your key: "
+                "only for a repository you trust (RL and CMA checkpoints hold pickles)",
+            )
             command.add_argument("--jobs", type=int, default=1, help="cells at once (1)")
             command.add_argument(
                 "--ray-address",
@@ -122,6 +153,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     bench = _load(args)
     done = completed_runs(args.runs_dir) if args.runs_dir.is_dir() else []
+    archived = archived_completed(bench, args.archive_dir)
     measured: dict[tuple[str, str], list[float]] = {}
     pending = []
     rows: dict[str, list[float]] = {}
@@ -130,11 +162,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         row = rows.setdefault(task.env, [0, 0, 0.0, 0.0])
         row[0] += 1
         run_id = find_completed(cell, done)
-        if run_id is None:
+        if run_id is not None:
+            run_dir = args.runs_dir / run_id
+        elif cell.index in archived:
+            run_dir = archived[cell.index]
+        else:
             pending.append(cell)
             continue
         try:
-            summary = json.loads((args.runs_dir / run_id / "summary.json").read_text())
+            summary = json.loads((run_dir / "summary.json").read_text())
             cpu_s = float(summary["cpu_seconds"])
         except (OSError, ValueError, KeyError, TypeError):  # a run of an older harness
             cpu_s = bench.cost_of(cell)
@@ -155,9 +191,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"{totals[2] / 3600:>12.1f}{totals[3] / 3600:>12.1f}"
     )
     print(
-        "CPU-h done: measured by the completed runs. CPU-h left: the median a task and "
-        "algorithm measured so far, else the file's cost_cpu_s."
+        "CPU-h done: measured by the completed runs (here and in the committed archives). "
+        "CPU-h left: the median a task and algorithm measured so far, else the file's "
+        "cost_cpu_s."
     )
+    waiting = {cell.index for cell in pending}
+    for item in unfinished_runs(bench, args.archive_dir):
+        if item.cell.index in waiting:
+            budget = item.cell.config.get("timesteps")
+            print(
+                f"unfinished: {item.cell.label} at {item.timesteps:,.0f}"
+                + (f" of {float(budget):,.0f} timesteps" if budget else " timesteps")
+                + " (benchmark run --adopt-unfinished continues it)"
+            )
     return 0
 
 
@@ -209,6 +255,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         tmp = reference.with_suffix(".tmp")
         tmp.write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, reference)
+    archived = {} if args.rerun_archived else archived_completed(bench, args.archive_dir)
+    if archived:
+        print(
+            f"benchmark: {len(archived)} cells completed in the archives under "
+            f"{args.archive_dir} are not run again (--rerun-archived runs them)",
+            file=sys.stderr,
+        )
+    todo = [cell for cell in bench.sweep.cells if cell.index not in archived]
+    carried = unfinished_runs(bench, args.archive_dir)
+    if carried and args.adopt_unfinished:
+        adopted, refused = adopt_unfinished(carried, args.runs_dir, todo)
+        for line in refused:
+            print(f"harness: warning: not continued, {line}", file=sys.stderr)
+        for item, target in adopted:
+            print(
+                f"benchmark: {item.cell.label} continues from {item.timesteps:,.0f} timesteps "
+                f"(carried into {target})",
+                file=sys.stderr,
+            )
+    elif carried:
+        print(
+            f"benchmark: {len(carried)} unfinished runs under {args.archive_dir} are not "
+            "continued (--adopt-unfinished continues them from their checkpoints)",
+            file=sys.stderr,
+        )
+    sweep = replace(bench.sweep, cells=todo)
     if args.ray_address:
         from harness.commands import check_ray_address
         from harness.sweep.ray_cells import run_sweep_on_ray
@@ -216,17 +288,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.ray_address != "local":
             check_ray_address(args.ray_address)
         result = run_sweep_on_ray(
-            bench.sweep,
+            sweep,
             args.runs_dir,
             None if args.ray_address == "local" else args.ray_address,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
     else:
-        result = run_sweep(bench.sweep, args.runs_dir, args.jobs, progress=not args.no_progress)
+        result = run_sweep(sweep, args.runs_dir, args.jobs, progress=not args.no_progress)
     failed = result.failed
     print(
         f"benchmark {bench.name}: {len(bench.sweep.cells)} cells, "
-        f"{result.count('skipped')} already completed, {result.count('ran', 'COMPLETED')} ran, "
+        f"{len(archived) + result.count('skipped')} already completed, "
+        f"{result.count('ran', 'COMPLETED')} ran, "
         f"{result.count('resumed', 'COMPLETED')} resumed, {len(failed)} not completed"
     )
     for outcome in failed:
@@ -242,4 +315,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.runs_dir is not None and not args.runs_dir.is_dir():
         raise UsageError(f"runs directory {str(args.runs_dir)!r} does not exist")
     write_benchmark_report(bench, args.runs_dir, args.out, args.summary)
+    if args.runs_dir is not None:
+        from harness.benchmark.carry import write_unfinished
+
+        carried = write_unfinished(bench, args.runs_dir, args.out)
+        if any(carried.values()):
+            print(
+                "benchmark: unfinished runs carried in the report folder: "
+                + ", ".join(f"{env} {count}" for env, count in carried.items() if count),
+                file=sys.stderr,
+            )
     return 0

@@ -37,31 +37,20 @@ import pandas as pd
 
 from algorithms.registry import family_of
 from harness import rundir
+from harness.benchmark.carry import ARCHIVE, archived_runs, task_slug
 from harness.benchmark.spec import RANDOM_SCORES, Benchmark, Task, measured_random_scores
 from harness.report import data as d
 from harness.report import stats
 from harness.report.tables import fmt, interval, markdown_table
 from harness.sweep.identity import cell_identity, same_cell
 
-ARCHIVE = "runs" + rundir.ARCHIVE_SUFFIX
 #: The x axes scores are compared at: timesteps, and CPU-seconds of the run's processes.
 AXES = {"timesteps": "timesteps", "cpu_seconds": "CPU-seconds"}
 BOOTSTRAP_SEED = 0
 AGGREGATE_REPS = 20000
 
 
-def task_slug(env: str) -> str:
-    """A task's folder name under the report: the env name in lower case."""
-    return env.lower()
-
-
 # -- archives ------------------------------------------------------------------------------------
-
-
-def _archived_runs(archive: Path) -> list[rundir.RunHeader]:
-    if not archive.is_file():
-        return []
-    return rundir.scan_runs(rundir.extract_run_archive(archive))
 
 
 def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict[str, list[str]]:
@@ -78,7 +67,7 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
     missing: dict[str, list[str]] = {}
     for task_index, task in enumerate(bench.tasks):
         archive = out / task_slug(task.env) / ARCHIVE
-        archived = _archived_runs(archive)
+        archived = archived_runs(archive)
         chosen: list[Path] = []
         for cell in bench.sweep.cells:
             if bench._task_index[cell.index] != task_index:

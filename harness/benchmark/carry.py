@@ -1,0 +1,225 @@
+"""What the committed report folder carries from one machine or session to the next.
+
+A benchmark outlives the machine it runs on: its cells are spread over sessions and
+machines, and one cell (optimes on AntBulletEnv at 10M timesteps) can take longer than
+a machine is held. Two archives per task, beside each other in ``reports/benchmark/<task>/``,
+make the committed folder the benchmark's state:
+
+* ``runs.tar.xz``: the completed cells' records. ``benchmark run`` and ``plan`` count a
+  cell completed there as done, so a fresh runs directory does not run it again.
+* ``unfinished.tar.xz``: for each cell not yet completed, the furthest run that has a
+  checkpoint (records and ``checkpoint.pkl``), written by ``benchmark report``.
+  ``benchmark run --adopt-unfinished`` puts each into the runs directory, signs its
+  checkpoint with this user's key (:func:`harness.checkpoint.adopt_checkpoint`, the act
+  of trust: docs/trust.md) and the sweep resumes it from there.
+
+Only this module reads or writes ``unfinished.tar.xz``; reports never read it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import rundir
+from harness.benchmark.spec import Benchmark
+from harness.sweep.identity import cell_identity, same_cell
+from harness.sweep.spec import Cell
+from harness.sweep.store import RESUMABLE
+
+#: Completed runs of a task (what its report draws).
+ARCHIVE = "runs" + rundir.ARCHIVE_SUFFIX
+#: Runs of a task's missing cells that can continue, with their checkpoints.
+UNFINISHED = "unfinished" + rundir.ARCHIVE_SUFFIX
+#: A run stopped, or whose process is gone, continues from its checkpoint (as in sweeps).
+_CONTINUABLE = RESUMABLE
+
+
+def task_slug(env: str) -> str:
+    """A task's folder name under the report: the env name in lower case."""
+    return env.lower()
+
+
+def task_folder(out: Path, env: str) -> Path:
+    """Where a task's report and archives live under the report folder ``out``."""
+    return out / task_slug(env)
+
+
+def archived_runs(archive: Path) -> list[rundir.RunHeader]:
+    """Headers of the runs in one run archive ([] when there is none)."""
+    if not archive.is_file():
+        return []
+    return rundir.scan_runs(rundir.extract_run_archive(archive))
+
+
+def _matching(cell: Cell, headers: Iterable[rundir.RunHeader]) -> list[rundir.RunHeader]:
+    identity = cell_identity(cell.config)
+    return [h for h in headers if same_cell(identity, cell_identity(h.config))]
+
+
+def archived_completed(bench: Benchmark, out: Path) -> dict[int, Path]:
+    """Cell index -> its completed run in the committed archives under ``out``."""
+    found: dict[int, Path] = {}
+    for task in bench.tasks:
+        headers = [
+            h
+            for h in archived_runs(task_folder(out, task.env) / ARCHIVE)
+            if h.status == "COMPLETED"
+        ]
+        for cell in bench.sweep.cells:
+            if bench.task_of(cell) is task:
+                match = _matching(cell, headers)
+                if match:
+                    found[cell.index] = match[0].path
+    return found
+
+
+def progress(run_dir: Path) -> float:
+    """Timesteps a run had logged (0 when unreadable): how far it got."""
+    try:
+        values = rundir.read_metrics(run_dir).get("timesteps", {}).get("values", [])
+        return float(values[-1]) if values else 0.0
+    except (rundir.UnreadableRun, TypeError, ValueError, AttributeError):
+        return 0.0
+
+
+def _continuable(headers: Iterable[rundir.RunHeader]) -> list[rundir.RunHeader]:
+    return [
+        h for h in headers if h.status in _CONTINUABLE and (h.path / rundir.CHECKPOINT).is_file()
+    ]
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A run of a missing cell that the committed folder carries."""
+
+    cell: Cell
+    path: Path  # the run directory, unpacked from the archive
+    timesteps: float
+
+
+def unfinished_runs(bench: Benchmark, out: Path) -> list[Unfinished]:
+    """The runs ``unfinished.tar.xz`` carries for the cells of ``bench`` (one per cell)."""
+    carried = []
+    for task in bench.tasks:
+        headers = _continuable(archived_runs(task_folder(out, task.env) / UNFINISHED))
+        for cell in bench.sweep.cells:
+            if bench.task_of(cell) is not task:
+                continue
+            match = _matching(cell, headers)
+            if match:
+                carried.append(Unfinished(cell, match[0].path, progress(match[0].path)))
+    return carried
+
+
+def write_unfinished(bench: Benchmark, runs_dir: Path, out: Path) -> dict[str, int]:
+    """Refresh each task's ``unfinished.tar.xz`` from ``runs_dir``; per task, cells carried.
+
+    For every cell completed neither in ``runs_dir`` nor in the committed ``runs.tar.xz``,
+    the run with a checkpoint that got furthest, from ``runs_dir`` or the archive's copy,
+    is kept. A live run is taken as it stands (its checkpoint is written atomically; the
+    metrics logged after it are dropped at resume). A task with none loses the file.
+    """
+    from harness.sweep.store import completed_runs
+
+    done_here = completed_runs(runs_dir)
+    done_archived = archived_completed(bench, out)
+    here = _continuable(rundir.scan_runs(runs_dir))
+    carried_before = {u.cell.index: u for u in unfinished_runs(bench, out)}
+    counts: dict[str, int] = {}
+    for task in bench.tasks:
+        chosen: list[Path] = []
+        for cell in bench.sweep.cells:
+            if bench.task_of(cell) is not task or cell.index in done_archived:
+                continue
+            if _matching(cell, done_here):
+                continue
+            candidates = [h.path for h in _matching(cell, here)]
+            if cell.index in carried_before:
+                candidates.append(carried_before[cell.index].path)
+            if candidates:
+                chosen.append(max(candidates, key=progress))
+        archive = task_folder(out, task.env) / UNFINISHED
+        counts[task.env] = len(chosen)
+        if not chosen:
+            archive.unlink(missing_ok=True)
+            continue
+        with tempfile.TemporaryDirectory(prefix="harness-unfinished-") as staging:
+            numbered = []
+            for number, path in enumerate(chosen, start=1):
+                target = Path(staging) / str(number)
+                target.mkdir()
+                # The checkpoint first: metrics read after it are at least as far.
+                for name in (rundir.CHECKPOINT, *rundir.ARCHIVED_FILES):
+                    if (path / name).is_file():
+                        shutil.copyfile(path / name, target / name)
+                numbered.append(target)
+            rundir.write_run_archive(numbered, archive, also=[rundir.CHECKPOINT])
+    return counts
+
+
+def _new_run_dir(runs_dir: Path) -> Path:
+    """A new run directory with the next free numeric id (as Sacred numbers runs)."""
+    ids = [int(p.name) for p in runs_dir.iterdir() if p.name.isdigit()]
+    number = max(ids, default=0) + 1
+    while True:
+        target = runs_dir / str(number)
+        try:
+            target.mkdir()
+            return target
+        except FileExistsError:  # another sweep took this id
+            number += 1
+
+
+def adopt_unfinished(
+    carried: Iterable[Unfinished], runs_dir: Path, cells: Iterable[Cell]
+) -> tuple[list[tuple[Unfinished, Path]], list[str]]:
+    """Put each carried run of ``cells`` into ``runs_dir`` to be resumed.
+
+    Returns the copies, and a line for each run refused (its checkpoint damaged: that
+    cell runs afresh).
+
+    A cell whose own continuable run in ``runs_dir`` got as far or further keeps it. Each
+    copy's checkpoint is signed with this user's key and its run marked stopped (a free
+    liveness lock), so the sweep's resume picks it up like any interrupted run.
+    """
+    from harness.checkpoint import CheckpointError, adopt_checkpoint
+
+    wanted = {cell.index for cell in cells}
+    here = _continuable(rundir.scan_runs(runs_dir)) if runs_dir.is_dir() else []
+    adopted, refused = [], []
+    for item in carried:
+        if item.cell.index not in wanted:
+            continue
+        own = [progress(h.path) for h in _matching(item.cell, here)]
+        if own and max(own) >= item.timesteps:
+            continue
+        target = _new_run_dir(runs_dir)
+        for name in (rundir.CHECKPOINT, *rundir.ARCHIVED_FILES):
+            if (item.path / name).is_file():
+                shutil.copyfile(item.path / name, target / name)
+        try:
+            adopt_checkpoint(target / rundir.CHECKPOINT)
+        except CheckpointError as error:  # damaged in transit: the cell runs afresh
+            shutil.rmtree(target)
+            refused.append(f"{item.cell.label}: {error}")
+            continue
+        (target / rundir.LOCK).touch()  # nobody holds it: the run is known to be stopped
+        _note_carried(target)
+        adopted.append((item, target))
+    return adopted, refused
+
+
+def _note_carried(run_dir: Path) -> None:
+    """Record in ``run.json`` that the run was carried here from another machine."""
+    path = run_dir / rundir.RUN
+    run = json.loads(path.read_text(encoding="utf-8"))
+    run.setdefault("carried", []).append(
+        {"to_host": os.uname().nodename, "from_host": run.get("host", {}).get("hostname")}
+    )
+    rundir.atomic_write(path, [json.dumps(run, indent=2).encode("utf-8")])
