@@ -313,7 +313,12 @@ def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
     assert [sorted(p.name for p in d.iterdir()) for d in carried] == [
         ["checkpoint.pkl", "config.json", "metrics.json", "run.json"]
     ]
-    assert "0 of 1 cells complete" in summary.read_text()
+    assert "0 of 1 cells complete; missing: CartPole 1 (1 of them half-done, carried)" in (
+        summary.read_text()
+    )
+    assert "seed=100 episodes=1 workers=1 (unfinished: carried at " in (
+        (out / "report.md").read_text()
+    )
 
     machine_b = tmp_path / "b"
     plan = harness_cli(

@@ -314,15 +314,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     bench = _load(args)
     if args.runs_dir is not None and not args.runs_dir.is_dir():
         raise UsageError(f"runs directory {str(args.runs_dir)!r} does not exist")
-    write_benchmark_report(bench, args.runs_dir, args.out, args.summary)
-    if args.runs_dir is not None:
-        from harness.benchmark.carry import write_unfinished
-
-        carried = write_unfinished(bench, args.runs_dir, args.out)
-        if any(carried.values()):
-            print(
-                "benchmark: unfinished runs carried in the report folder: "
-                + ", ".join(f"{env} {count}" for env, count in carried.items() if count),
-                file=sys.stderr,
-            )
+    carried = write_benchmark_report(bench, args.runs_dir, args.out, args.summary)
+    if any(carried.values()):
+        print(
+            "benchmark: unfinished runs carried in the report folder: "
+            + ", ".join(f"{env} {count}" for env, count in carried.items() if count),
+            file=sys.stderr,
+        )
     return 0

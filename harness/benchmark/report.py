@@ -37,7 +37,13 @@ import pandas as pd
 
 from algorithms.registry import family_of
 from harness import rundir
-from harness.benchmark.carry import ARCHIVE, archived_runs, task_slug
+from harness.benchmark.carry import (
+    ARCHIVE,
+    archived_runs,
+    task_slug,
+    unfinished_runs,
+    write_unfinished,
+)
 from harness.benchmark.spec import RANDOM_SCORES, Benchmark, Task, measured_random_scores
 from harness.report import data as d
 from harness.report import stats
@@ -534,8 +540,11 @@ def _random_scores(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict[s
 
 def write_benchmark_report(
     bench: Benchmark, runs_dir: Path | None, out: Path, summary: Path
-) -> None:
-    """Refresh the archives, redraw every task's report, write the report and the summary."""
+) -> dict[str, int]:
+    """Refresh the archives, redraw every task's report, write the report and the summary.
+
+    Returns the number of unfinished runs the folder carries per task (from ``runs_dir``
+    when given, :func:`harness.benchmark.carry.write_unfinished`)."""
     from harness.report.build import build_report
     from harness.report.render import Document, Section, to_html, to_markdown
 
@@ -543,6 +552,19 @@ def write_benchmark_report(
     for stale in [*out.glob("aggregate_*.png"), *out.glob("profiles_*.png")]:
         stale.unlink()  # a figure this redraw does not draw must not linger
     missing = refresh_archives(bench, runs_dir, out)
+    if runs_dir is not None:
+        write_unfinished(bench, runs_dir, out)
+    carried = {item.cell.label: item for item in unfinished_runs(bench, out)}
+
+    def missing_label(label: str) -> str:
+        item = carried.get(label)
+        if item is None:
+            return label
+        budget = item.cell.config.get("timesteps")
+        return f"{label} (unfinished: carried at {_rounded_steps(item.timesteps)}" + (
+            f" of {_rounded_steps(float(budget))} timesteps)" if budget else " timesteps)"
+        )
+
     random = _random_scores(bench, runs_dir, out)
     all_scores: list[TaskScores] = []
     task_rows = []
@@ -576,6 +598,16 @@ def write_benchmark_report(
             }
         )
         if scores is None:
+            labels = [missing_label(label) for label in missing.get(task.env, [])]
+            per_task_sections.append(
+                Section(
+                    f"{task.env}",
+                    paragraphs=[
+                        f"Budget {budget_words(task, bench.timesteps_of(task))}; no completed "
+                        f"run yet. Missing cells: {'; '.join(labels)}."
+                    ],
+                )
+            )
             continue
         section = Section(
             f"{task.env}",
@@ -589,7 +621,8 @@ def write_benchmark_report(
             tables=[("", task_table(scores))],
         )
         if missing.get(task.env):
-            section.after.append("Missing cells: " + "; ".join(missing[task.env]) + ".")
+            labels = [missing_label(label) for label in missing[task.env]]
+            section.after.append("Missing cells: " + "; ".join(labels) + ".")
         per_task_sections.append(section)
 
     families = {algo: (family_of(algo) or "es") for task in bench.tasks for algo in task.algos}
@@ -651,7 +684,12 @@ def write_benchmark_report(
     total = sum(len(bench.seeds) * len(t.algos) for t in bench.tasks)
     n_missing = sum(len(v) for v in missing.values())
     status = f"{total - n_missing} of {total} cells complete" + (
-        "; missing: " + ", ".join(f"{env} {len(v)}" for env, v in missing.items())
+        "; missing: "
+        + ", ".join(
+            f"{env} {len(v)}"
+            + (f" ({n} of them half-done, carried)" if (n := sum(x in carried for x in v)) else "")
+            for env, v in missing.items()
+        )
         if n_missing
         else ""
     )
@@ -687,6 +725,8 @@ def write_benchmark_report(
     (out / "report.md").write_text(to_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc, out), encoding="utf-8")
     _write_summary(summary, out, title, intro, leaders, [*aggregate_sections, thresholds])
+    counts = Counter(item.cell.config["env"] for item in carried.values())
+    return {task.env: counts.get(task.env, 0) for task in bench.tasks}
 
 
 def _write_summary(
