@@ -325,7 +325,11 @@ def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
         "benchmark", "plan", *common, "--runs-dir", str(machine_b), "--archive-dir", str(out)
     )
     assert "unfinished: optimes CartPole seed=100" in plan.stdout
-    assert "of 4,000 timesteps (benchmark run --adopt-unfinished continues it)" in plan.stdout
+    assert "of 4,000 timesteps (carried: benchmark run --adopt-unfinished continues" in (
+        plan.stdout
+    )
+    row = next(line for line in plan.stdout.splitlines() if line.startswith("CartPole"))
+    assert row.split()[1:3] == ["1", "0"]  # its cost left: the carried run's own rate
     continued = harness_cli(
         "benchmark", "run", *common, "--runs-dir", str(machine_b), "--archive-dir", str(out),
         "--adopt-unfinished", env=keys["B"],

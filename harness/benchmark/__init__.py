@@ -25,6 +25,8 @@ from pathlib import Path
 from harness.benchmark.carry import (
     adopt_unfinished,
     archived_completed,
+    cpu_seconds_per_timestep,
+    unfinished_here,
     unfinished_runs,
 )
 from harness.benchmark.spec import (
@@ -177,10 +179,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
         measured.setdefault((task.env, str(cell.config["algo"])), []).append(cpu_s)
         row[1] += 1
         row[2] += cpu_s
+    started = {u.cell.index: u for u in unfinished_runs(bench, args.archive_dir)}
+    for item in unfinished_here(bench, args.runs_dir):
+        if item.timesteps >= getattr(started.get(item.cell.index), "timesteps", -1.0):
+            started[item.cell.index] = item
+    rates: dict[tuple[str, str], list[float]] = {}
+    for item in started.values():
+        rate = cpu_seconds_per_timestep(item.path)
+        if rate is not None:
+            key = (bench.task_of(item.cell).env, str(item.cell.config["algo"]))
+            rates.setdefault(key, []).append(rate)
     for cell in pending:
         env = bench.task_of(cell).env
-        seen = measured.get((env, str(cell.config["algo"])))
-        rows[env][3] += statistics.median(seen) if seen else bench.cost_of(cell)
+        key = (env, str(cell.config["algo"]))
+        budget = float(cell.config.get("timesteps") or 0.0)
+        if measured.get(key):
+            whole = statistics.median(measured[key])
+        elif rates.get(key) and budget:
+            whole = statistics.median(rates[key]) * budget
+        else:
+            whole = bench.cost_of(cell)
+        so_far = started[cell.index].timesteps if cell.index in started else 0.0
+        rows[env][3] += whole * max(0.0, 1.0 - so_far / budget) if budget else whole
     print(f"{'task':<24}{'cells':>6}{'done':>6}{'CPU-h done':>12}{'CPU-h left':>12}")
     totals = [0.0, 0.0, 0.0, 0.0]
     for env, row in rows.items():
@@ -192,17 +212,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     print(
         "CPU-h done: measured by the completed runs (here and in the committed archives). "
-        "CPU-h left: the median a task and algorithm measured so far, else the file's "
-        "cost_cpu_s."
+        "CPU-h left: the median a task and algorithm measured in completed runs, else the "
+        "CPU-seconds per timestep its unfinished runs measured, else the file's cost_cpu_s; "
+        "an unfinished cell only for the timesteps it has left."
     )
+    carried = {u.cell.index for u in unfinished_runs(bench, args.archive_dir)}
     waiting = {cell.index for cell in pending}
-    for item in unfinished_runs(bench, args.archive_dir):
-        if item.cell.index in waiting:
-            budget = item.cell.config.get("timesteps")
+    for index, item in sorted(started.items()):
+        if index in waiting:
+            planned = item.cell.config.get("timesteps")
             print(
                 f"unfinished: {item.cell.label} at {item.timesteps:,.0f}"
-                + (f" of {float(budget):,.0f} timesteps" if budget else " timesteps")
-                + " (benchmark run --adopt-unfinished continues it)"
+                + (f" of {float(planned):,.0f} timesteps" if planned else " timesteps")
+                + (
+                    " (carried: benchmark run --adopt-unfinished continues it)"
+                    if index in carried and started[index].path.parent != args.runs_dir
+                    else f" (in {args.runs_dir})"
+                )
             )
     return 0
 

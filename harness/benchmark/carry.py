@@ -117,6 +117,33 @@ def unfinished_runs(bench: Benchmark, out: Path) -> list[Unfinished]:
     return carried
 
 
+def unfinished_here(bench: Benchmark, runs_dir: Path) -> list[Unfinished]:
+    """Per cell of ``bench``, the furthest run in ``runs_dir`` that could continue."""
+    if not runs_dir.is_dir():
+        return []
+    here = _continuable(rundir.scan_runs(runs_dir))
+    found = []
+    for cell in bench.sweep.cells:
+        paths = [h.path for h in _matching(cell, here)]
+        if paths:
+            path = max(paths, key=progress)
+            found.append(Unfinished(cell, path, progress(path)))
+    return found
+
+
+def cpu_seconds_per_timestep(run_dir: Path) -> float | None:
+    """CPU-seconds the run spent per timestep, from its last CPU meter reading."""
+    try:
+        metrics = rundir.read_metrics(run_dir)
+        cpu, timesteps = metrics["cpu_seconds"], metrics["timesteps"]
+        at = dict(zip(timesteps["steps"], timesteps["values"], strict=False))
+        step, spent = cpu["steps"][-1], float(cpu["values"][-1])
+        done = float(at[step])
+    except (rundir.UnreadableRun, KeyError, IndexError, TypeError, ValueError):
+        return None
+    return spent / done if done > 0 and spent > 0 else None
+
+
 def write_unfinished(bench: Benchmark, runs_dir: Path, out: Path) -> dict[str, int]:
     """Refresh each task's ``unfinished.tar.xz`` from ``runs_dir``; per task, cells carried.
 
