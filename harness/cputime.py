@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from typing import Any
 
 import psutil
@@ -52,40 +51,6 @@ class CpuMeter:
             self._last_seen[child.pid] = float(times.user + times.system)
         total = self._own_seconds() - self._baseline_s + sum(self._last_seen.values())
         return self._offset_s + total
-
-
-#: Operations per repeat of the speed probe (about 20 ms on one 2.4 GHz Zen 3 core).
-SPEED_PROBE_OPS = 4_000
-
-
-def speed_probe(repeats: int = 7) -> float:
-    """This core's speed: thousands of rollout-like operations per CPU-second (median repeat).
-
-    CPU-seconds measure a run's compute on its own machine; two machines of one CPU name
-    can differ twofold per core (AntBulletEnv-v0 steps per CPU-second, docs/benchmark.md).
-    The probe is a fixed mix of what a rollout does on one core, a 64x28 matrix-vector
-    product, ``tanh`` and Python arithmetic, timed in this process's CPU time. Single
-    repeats scatter by a third on a shared virtual machine, so the median of several is
-    kept. Runs record it (``summary.json`` ``machine_speed``) so that reports can say how
-    far apart the machines behind a comparison of CPU-seconds were; it labels, it does
-    not correct.
-    """
-    import statistics
-
-    import numpy as np
-
-    weights = np.linspace(-1.0, 1.0, 64 * 28).reshape(64, 28)
-    inputs = np.linspace(0.0, 1.0, 28)
-    rates = []
-    for _ in range(repeats):
-        started = time.process_time()
-        total = 0.0
-        for i in range(SPEED_PROBE_OPS):
-            total += float(np.tanh(weights @ inputs)[i % 64])
-        spent = time.process_time() - started
-        if spent > 0:
-            rates.append(SPEED_PROBE_OPS / spent / 1000.0)
-    return float(statistics.median(rates)) if rates else 0.0
 
 
 #: Set by a sweep for its cells: how many cells it runs at once on this machine.

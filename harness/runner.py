@@ -76,7 +76,7 @@ from harness.checkpoint import (
     write_checkpoint_payload,
 )
 from harness.config import ConfigError, validate_params
-from harness.cputime import CPU_SAMPLE_PERIOD_S, CpuMeter, MachineLoad, speed_probe
+from harness.cputime import CPU_SAMPLE_PERIOD_S, CpuMeter, MachineLoad
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 from harness.schema import BUDGET_KEYS
 from harness.signals import interrupt_on_stop_signals, take_latched
@@ -156,8 +156,6 @@ class Progress:
     #: (eval_index, last_eval, last_eval_step) before the evaluation done only because the
     #: budget ran out; a resume with a larger budget undoes it, as if the run had gone on.
     final_eval: tuple[int, float | None, int] | None = None
-    #: [timesteps, speed] each time a process took the run up (harness.cputime.speed_probe)
-    machine_speed: list[list[float]] = field(default_factory=list)
 
     @classmethod
     def from_state(cls, state: Any) -> Progress:
@@ -602,7 +600,6 @@ class Trainer:
         for part, seconds in self._startup.items():
             self._book(part, seconds)
         self._startup = {}
-        p.machine_speed.append([float(p.timesteps), speed_probe()])
         self._training_started_at = time.time()
         self._train_started = started = time.perf_counter() - p.wall_time_s
         if self.run_dir is not None:
@@ -753,9 +750,6 @@ class Trainer:
             "time_breakdown": self.time_breakdown(),
             "training_started_at": self._training_started_at,
             "machine_load": self._machine_load.summary(),
-            "machine_speed": [
-                {"from_timesteps": at, "speed": speed} for at, speed in p.machine_speed
-            ],
         }
         if self.run is not None:
             with tempfile.TemporaryDirectory() as tmp:

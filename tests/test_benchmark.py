@@ -340,9 +340,6 @@ def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
     assert _trajectory(finished) == expected
     run = json.loads((finished / "run.json").read_text())
     assert run["status"] == "COMPLETED" and len(run["carried"]) == 1 and run["resumed"]
-    speeds = json.loads((finished / "summary.json").read_text())["machine_speed"]
-    assert [entry["from_timesteps"] > 0 for entry in speeds] == [False, True]
-    assert all(entry["speed"] > 0 for entry in speeds)
 
     harness_cli(
         "benchmark", "report", *common, "--runs-dir", str(machine_b), "--out", str(out),

@@ -443,12 +443,6 @@ def test_machine_warnings_name_loaded_and_unlike_machines() -> None:
     )
     (line,) = audit.machine_warnings(unlike)
     assert "unlike machines" in line and "16 CPUs" in line
-    # One CPU name, two speeds: the probes tell what the names cannot.
-    slower = apart.assign(machine_speed_min=[40.0, 21.0], machine_speed_max=[41.0, 40.5])
-    (line,) = audit.machine_warnings(slower)
-    assert "differ in speed by up to 2.0x (speed probe 21 to 41; 2 of 2 runs" in line
-    alike = apart.assign(machine_speed_min=[40.0, math.nan], machine_speed_max=[41.0, math.nan])
-    assert audit.machine_warnings(alike) == []
 
 
 def test_statistics_follow_the_number_of_runs() -> None:

@@ -157,10 +157,6 @@ def task_scores(task: Task, archive: Path, random_score: float) -> TaskScores | 
             .to_numpy(),
         }
     )
-    for column in ("machine_speed_min", "machine_speed_max"):
-        frame[column] = (
-            pd.to_numeric(runs[column], errors="coerce").to_numpy() if column in runs else math.nan
-        )
     at: dict[str, float] = {}
     for axis in AXES:
         common = d.common_budget(steps, runs, axis)
@@ -352,29 +348,6 @@ def compute_span_text(all_scores: Sequence[TaskScores]) -> str:
         "train for many more timesteps on the CPU-seconds of an expensive one; that budget "
         "is not in the grid (`harness run --cpu-limit SEC` runs it), so the equal-CPU column "
         "ranks algorithms early in training."
-    )
-
-
-def machine_speed_text(all_scores: Sequence[TaskScores]) -> str:
-    """The speed probes behind each task's CPU-seconds, where its runs measured one."""
-    from harness.report.audit import speed_spread
-
-    parts = []
-    for scores in all_scores:
-        spread = speed_spread(scores.runs)
-        if spread is None:
-            parts.append(f"{scores.task.env} not measured")
-            continue
-        low, high, measured = spread
-        parts.append(
-            f"{scores.task.env} {low:.0f} to {high:.0f} ({measured} of {len(scores.runs)} runs)"
-        )
-    return (
-        "Machine speed behind the CPU-seconds (the speed probe each run records, "
-        "`harness.cputime.speed_probe`, thousands of rollout-like operations per CPU-second): "
-        + "; ".join(parts)
-        + ". CPU-seconds compare across runs only as far as their machines were alike; runs "
-        "recorded before the probe cannot show it."
     )
 
 
@@ -739,11 +712,7 @@ def write_benchmark_report(
         tables=[("", pd.DataFrame(task_rows))],
         after=[
             *own_budget_texts,
-            *(
-                [compute_span_text(all_scores), machine_speed_text(all_scores)]
-                if all_scores
-                else []
-            ),
+            *([compute_span_text(all_scores)] if all_scores else []),
         ],
     )
     command = "harness benchmark report"

@@ -230,33 +230,12 @@ def machine_key(row: pd.Series) -> str:
     return f"{row.get('host_name') or '?'} ({row.get('host_cpu') or '?'}, {cpus})"
 
 
-#: Machines whose speed probes differ by more than this factor are named in warnings (the
-#: probe's median scatters by about a tenth on one machine; unlike machines differ twofold).
-MACHINE_SPEED_SPREAD = 1.4
-
-
-def speed_spread(runs: pd.DataFrame) -> tuple[float, float, int] | None:
-    """Slowest and fastest speed probe over ``runs``, and how many runs measured one.
-
-    None when no run measured it (runs recorded before :func:`harness.cputime.speed_probe`).
-    """
-    if "machine_speed_min" not in runs or "machine_speed_max" not in runs:
-        return None
-    low = pd.to_numeric(runs["machine_speed_min"], errors="coerce").dropna()
-    high = pd.to_numeric(runs["machine_speed_max"], errors="coerce").dropna()
-    if low.empty or high.empty:
-        return None
-    return float(low.min()), float(high.max()), len(low)
-
-
 def machine_warnings(runs: pd.DataFrame) -> list[str]:
     """Wall-clock and CPU-seconds that do not measure the algorithms alone, per env.
 
     Named when the env's runs come from unlike machines (host, CPU model or CPU count
-    differ), or from machines whose speed probes differ by more than
-    :data:`MACHINE_SPEED_SPREAD` (two of one CPU name can), or when runs of this report
-    ran side by side on one machine with more workers at once than it has cores (a
-    sweep's jobs x workers above the cores, say).
+    differ), or when runs of this report ran side by side on one machine with more
+    workers at once than it has cores (a sweep's jobs x workers above the cores, say).
     Load from anything outside the report (other studies, other users) leaves no trace
     in these records, so no warning is no proof of an idle machine.
     """
@@ -268,15 +247,6 @@ def machine_warnings(runs: pd.DataFrame) -> list[str]:
             out.append(
                 f"**{env}**: runs come from unlike machines ({'; '.join(sorted(keys.unique()))}): "
                 "wall-clock and CPU-seconds compare only between runs of one machine."
-            )
-        spread = speed_spread(env_runs)
-        if spread is not None and spread[1] > MACHINE_SPEED_SPREAD * spread[0]:
-            low, high, measured = spread
-            out.append(
-                f"**{env}**: the machines behind its runs differ in speed by up to "
-                f"{high / low:.1f}x (speed probe {low:.0f} to {high:.0f}; {measured} of "
-                f"{len(env_runs)} runs measured it): CPU-seconds and wall-clock compare "
-                "across them only that far."
             )
         for key, frame in env_runs.groupby(keys, sort=True):
             cores = frame["host_cpu_count"].dropna()

@@ -502,10 +502,6 @@ def _target_columns(target: Any, confirming: bool) -> dict[str, Any]:
 BREAKDOWN_PREFIX = "time."
 
 
-#: Per run, the slowest and fastest speed probe of the processes that trained it.
-SPEED_COLUMNS = ("machine_speed_min", "machine_speed_max")
-
-
 def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame) -> pd.DataFrame:
     """Per run, what its artifacts add to the metrics: CPU-seconds, parameter count, policy
     text, time-to-target and the wall-clock breakdown.
@@ -519,8 +515,6 @@ def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame)
     ``time_to_target_s`` (the confirmed time when present; else, for a run that did not
     confirm crossings, ``confirm_episodes`` 0 or unrecorded, the first crossing; named in
     ``time_to_target_kind``) and ``time.<part>`` columns; absent, they are NaN.
-    ``machine_speed_min`` and ``_max`` span the speed probes of the processes that trained
-    the run (:func:`harness.cputime.speed_probe`; NaN for runs recorded before it).
     """
     last_cpu = (
         steps.dropna(subset=["cpu_seconds"]).groupby("run")["cpu_seconds"].last()
@@ -541,17 +535,9 @@ def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame)
                 n_params = _float(summary.get(key))
         if not _present(n_params) and spec:
             n_params = _spec_params(spec)
-        speeds = [
-            _float(entry.get("speed"))
-            for entry in summary.get("machine_speed") or []
-            if isinstance(entry, dict)
-        ]
-        speeds = [v for v in speeds if _present(v) and v > 0]
         extra: dict[str, Any] = {
             "run": row["run"],
             "cpu_seconds": cpu,
-            "machine_speed_min": min(speeds, default=math.nan),
-            "machine_speed_max": max(speeds, default=math.nan),
             "n_params": n_params,
             "sb3_policy": summary.get("sb3_policy"),
             **_target_columns(summary.get("target"), _float(row.get("confirm_episodes")) > 0),
@@ -562,10 +548,6 @@ def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame)
                 extra[BREAKDOWN_PREFIX + str(part)] = _float(seconds)
         rows.append(extra)
     extras = pd.DataFrame(rows)
-    # Records made before the speed probe keep their tables (and committed reports) as they were.
-    extras = extras.drop(
-        columns=[c for c in SPEED_COLUMNS if c in extras and extras[c].isna().all()]
-    )
     merged = runs.drop(columns=[c for c in extras.columns if c != "run" and c in runs])
     return merged.merge(extras, on="run", how="left")
 
