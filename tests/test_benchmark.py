@@ -16,6 +16,7 @@ from harness.benchmark.report import (
     aggregate_matrix,
     budget_words,
     compute_span_text,
+    cpu_spread_text,
     own_budget_text,
     threshold_table,
 )
@@ -221,6 +222,9 @@ def test_the_equal_cpu_point_is_set_against_the_costliest_algorithm() -> None:
     )
     scores = TaskScores(task, runs, {"timesteps": 1000.0, "cpu_seconds": 40.0}, 0.0)
     assert "Lander 40 (ppo: 1100 per run)" in compute_span_text([scores])
+    assert "by up to: Lander 1.2x (optimes)." in str(cpu_spread_text([scores]))
+    one_each = TaskScores(task, runs.iloc[[0, 2]], scores.at, 0.0)
+    assert cpu_spread_text([one_each]) is None  # a spread needs two runs of one algorithm
 
 
 def test_a_task_with_budgets_per_algorithm_names_them_and_its_leader_at_each_own_budget() -> None:

@@ -351,6 +351,35 @@ def compute_span_text(all_scores: Sequence[TaskScores]) -> str:
     )
 
 
+def cpu_spread_text(all_scores: Sequence[TaskScores]) -> str | None:
+    """Per task, the widest spread of CPU-seconds per run within one algorithm.
+
+    Runs of one algorithm on one task do nearly the same work per timestep, so a wide
+    spread says the CPU-seconds also measure the machines (cells run in several sessions,
+    on machines of one CPU name whose speed differs).
+    """
+    parts = []
+    for scores in all_scores:
+        totals = scores.runs.dropna(subset=["cpu_seconds_total"])
+        widest: tuple[float, str] | None = None
+        for algo, group in totals.groupby("algo", sort=True):
+            if len(group) >= 2 and group["cpu_seconds_total"].min() > 0:
+                ratio = float(group["cpu_seconds_total"].max() / group["cpu_seconds_total"].min())
+                if widest is None or ratio > widest[0]:
+                    widest = (ratio, str(algo))
+        if widest is not None:
+            parts.append(f"{scores.task.env} {widest[0]:.1f}x ({widest[1]})")
+    if not parts:
+        return None
+    return (
+        "CPU-seconds per run differ between seeds of one algorithm by up to: "
+        + "; ".join(parts)
+        + ". Seeds differ in work (episode lengths, resets), and the cells ran in several "
+        "sessions on machines of one CPU name whose per-core speed differs (AntBulletEnv-v0: "
+        "docs/benchmark.md), so CPU-seconds compare to within that spread."
+    )
+
+
 # -- aggregate -----------------------------------------------------------------------------------
 
 
@@ -713,6 +742,7 @@ def write_benchmark_report(
         after=[
             *own_budget_texts,
             *([compute_span_text(all_scores)] if all_scores else []),
+            *filter(None, [cpu_spread_text(all_scores)]),
         ],
     )
     command = "harness benchmark report"
