@@ -333,7 +333,7 @@ def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
         plan.stdout
     )
     row = next(line for line in plan.stdout.splitlines() if line.startswith("CartPole"))
-    assert row.split()[1:3] == ["1", "0"]  # its cost left: the carried run's own rate
+    assert row.split()[1:3] == ["1", "0"]  # one cell, not done: the carried run is no completion
     continued = harness_cli(
         "benchmark", "run", *common, "--runs-dir", str(machine_b), "--archive-dir", str(out),
         "--adopt-unfinished", env=keys["B"],

@@ -180,9 +180,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         row[1] += 1
         row[2] += cpu_s
     started = {u.cell.index: u for u in unfinished_runs(bench, args.archive_dir)}
+    carried = set(started)  # until a further run in the runs directory replaces one
     for item in unfinished_here(bench, args.runs_dir):
         if item.timesteps >= getattr(started.get(item.cell.index), "timesteps", -1.0):
             started[item.cell.index] = item
+            carried.discard(item.cell.index)
     rates: dict[tuple[str, str], list[float]] = {}
     for item in started.values():
         rate = cpu_seconds_per_timestep(item.path)
@@ -216,7 +218,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         "CPU-seconds per timestep its unfinished runs measured, else the file's cost_cpu_s; "
         "an unfinished cell only for the timesteps it has left."
     )
-    carried = {u.cell.index for u in unfinished_runs(bench, args.archive_dir)}
     waiting = {cell.index for cell in pending}
     for index, item in sorted(started.items()):
         if index in waiting:
@@ -226,7 +227,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 + (f" of {float(planned):,.0f} timesteps" if planned else " timesteps")
                 + (
                     " (carried: benchmark run --adopt-unfinished continues it)"
-                    if index in carried and started[index].path.parent != args.runs_dir
+                    if index in carried
                     else f" (in {args.runs_dir})"
                 )
             )

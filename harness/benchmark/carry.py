@@ -36,8 +36,6 @@ from harness.sweep.store import RESUMABLE
 ARCHIVE = "runs" + rundir.ARCHIVE_SUFFIX
 #: Runs of a task's missing cells that can continue, with their checkpoints.
 UNFINISHED = "unfinished" + rundir.ARCHIVE_SUFFIX
-#: A run stopped, or whose process is gone, continues from its checkpoint (as in sweeps).
-_CONTINUABLE = RESUMABLE
 
 
 def task_slug(env: str) -> str:
@@ -89,9 +87,7 @@ def progress(run_dir: Path) -> float:
 
 
 def _continuable(headers: Iterable[rundir.RunHeader]) -> list[rundir.RunHeader]:
-    return [
-        h for h in headers if h.status in _CONTINUABLE and (h.path / rundir.CHECKPOINT).is_file()
-    ]
+    return [h for h in headers if h.status in RESUMABLE and (h.path / rundir.CHECKPOINT).is_file()]
 
 
 @dataclass(frozen=True)
@@ -144,50 +140,44 @@ def cpu_seconds_per_timestep(run_dir: Path) -> float | None:
     return spent / done if done > 0 and spent > 0 else None
 
 
-def write_unfinished(bench: Benchmark, runs_dir: Path, out: Path) -> dict[str, int]:
-    """Refresh each task's ``unfinished.tar.xz`` from ``runs_dir``; per task, cells carried.
+def write_unfinished(bench: Benchmark, runs_dir: Path, out: Path, missing: set[str]) -> None:
+    """Refresh each task's ``unfinished.tar.xz`` for the cells labelled in ``missing``.
 
-    For every cell completed neither in ``runs_dir`` nor in the committed ``runs.tar.xz``,
-    the run with a checkpoint that got furthest, from ``runs_dir`` or the archive's copy,
-    is kept. A live run is taken as it stands (its checkpoint is written atomically; the
-    metrics logged after it are dropped at resume). A task with none loses the file.
+    ``missing``: the cells completed neither in ``runs_dir`` nor in the committed
+    ``runs.tar.xz`` (what :func:`harness.benchmark.report.refresh_archives` returns). For
+    each, the run with a checkpoint that got furthest, from ``runs_dir`` or the archive's
+    copy, is kept. A live run is taken as it stands (its checkpoint is written atomically;
+    the metrics logged after it are dropped at resume). A task with none loses the file.
     """
-    from harness.sweep.store import completed_runs
-
-    done_here = completed_runs(runs_dir)
-    done_archived = archived_completed(bench, out)
-    here = _continuable(rundir.scan_runs(runs_dir))
-    carried_before = {u.cell.index: u for u in unfinished_runs(bench, out)}
-    counts: dict[str, int] = {}
+    here = {u.cell.index: u for u in unfinished_here(bench, runs_dir)}
+    before = {u.cell.index: u for u in unfinished_runs(bench, out)}
     for task in bench.tasks:
         chosen: list[Path] = []
         for cell in bench.sweep.cells:
-            if bench.task_of(cell) is not task or cell.index in done_archived:
+            if bench.task_of(cell) is not task or cell.label not in missing:
                 continue
-            if _matching(cell, done_here):
-                continue
-            candidates = [h.path for h in _matching(cell, here)]
-            if cell.index in carried_before:
-                candidates.append(carried_before[cell.index].path)
+            candidates = [u for u in (here.get(cell.index), before.get(cell.index)) if u]
             if candidates:
-                chosen.append(max(candidates, key=progress))
+                chosen.append(max(candidates, key=lambda u: u.timesteps).path)
         archive = task_folder(out, task.env) / UNFINISHED
-        counts[task.env] = len(chosen)
         if not chosen:
             archive.unlink(missing_ok=True)
             continue
         with tempfile.TemporaryDirectory(prefix="harness-unfinished-") as staging:
             numbered = []
             for number, path in enumerate(chosen, start=1):
-                target = Path(staging) / str(number)
-                target.mkdir()
-                # The checkpoint first: metrics read after it are at least as far.
-                for name in (rundir.CHECKPOINT, *rundir.ARCHIVED_FILES):
-                    if (path / name).is_file():
-                        shutil.copyfile(path / name, target / name)
-                numbered.append(target)
+                numbered.append(Path(staging) / str(number))
+                numbered[-1].mkdir()
+                _copy_carried_files(path, numbered[-1])
             rundir.write_run_archive(numbered, archive, also=[rundir.CHECKPOINT])
-    return counts
+
+
+def _copy_carried_files(source: Path, target: Path) -> None:
+    """The files a carried run needs; the checkpoint first, so the metrics read after it
+    are at least as far."""
+    for name in (rundir.CHECKPOINT, *rundir.ARCHIVED_FILES):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, target / name)
 
 
 def _new_run_dir(runs_dir: Path) -> Path:
@@ -227,9 +217,7 @@ def adopt_unfinished(
         if own and max(own) >= item.timesteps:
             continue
         target = _new_run_dir(runs_dir)
-        for name in (rundir.CHECKPOINT, *rundir.ARCHIVED_FILES):
-            if (item.path / name).is_file():
-                shutil.copyfile(item.path / name, target / name)
+        _copy_carried_files(item.path, target)
         try:
             adopt_checkpoint(target / rundir.CHECKPOINT)
         except CheckpointError as error:  # damaged in transit: the cell runs afresh

@@ -582,7 +582,7 @@ def write_benchmark_report(
         stale.unlink()  # a figure this redraw does not draw must not linger
     missing = refresh_archives(bench, runs_dir, out)
     if runs_dir is not None:
-        write_unfinished(bench, runs_dir, out)
+        write_unfinished(bench, runs_dir, out, {label for v in missing.values() for label in v})
     carried = {item.cell.label: item for item in unfinished_runs(bench, out)}
 
     def missing_label(label: str) -> str:
