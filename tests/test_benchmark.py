@@ -344,6 +344,12 @@ def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
     assert _trajectory(finished) == expected
     run = json.loads((finished / "run.json").read_text())
     assert run["status"] == "COMPLETED" and len(run["carried"]) == 1 and run["resumed"]
+    rerun = harness_cli(
+        "benchmark", "run", *common, "--runs-dir", str(machine_b), "--archive-dir", str(out),
+        env=keys["B"],
+    )  # fmt: skip
+    assert "1 cells, 1 already completed, 0 ran" in rerun.stdout
+    assert "not continued" not in rerun.stderr  # its own run is ahead of the carried one
 
     harness_cli(
         "benchmark", "report", *common, "--runs-dir", str(machine_b), "--out", str(out),

@@ -25,6 +25,7 @@ from pathlib import Path
 from harness.benchmark.carry import (
     adopt_unfinished,
     archived_completed,
+    carried_ahead,
     cpu_seconds_per_timestep,
     unfinished_here,
     unfinished_runs,
@@ -290,9 +291,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     todo = [cell for cell in bench.sweep.cells if cell.index not in archived]
-    carried = unfinished_runs(bench, args.archive_dir)
+    carried = carried_ahead(bench, args.archive_dir, args.runs_dir, todo)
     if carried and args.adopt_unfinished:
-        adopted, refused = adopt_unfinished(carried, args.runs_dir, todo)
+        adopted, refused = adopt_unfinished(carried, args.runs_dir)
         for line in refused:
             print(f"harness: warning: not continued, {line}", file=sys.stderr)
         for item, target in adopted:

@@ -193,29 +193,43 @@ def _new_run_dir(runs_dir: Path) -> Path:
             number += 1
 
 
+def carried_ahead(
+    bench: Benchmark, archive_dir: Path, runs_dir: Path, cells: Iterable[Cell]
+) -> list[Unfinished]:
+    """The carried runs of ``cells`` that got further than every run of theirs in ``runs_dir``.
+
+    A cell completed in ``runs_dir``, or whose own continuable run there got as far, keeps
+    its own run: only the rest are worth adopting (or worth a warning when not adopted).
+    """
+    wanted = {cell.index for cell in cells}
+    headers = rundir.scan_runs(runs_dir) if runs_dir.is_dir() else []
+    completed = [h for h in headers if h.status == "COMPLETED"]
+    here = _continuable(headers)
+    ahead = []
+    for item in unfinished_runs(bench, archive_dir):
+        if item.cell.index not in wanted or _matching(item.cell, completed):
+            continue
+        own = [progress(h.path) for h in _matching(item.cell, here)]
+        if not own or max(own) < item.timesteps:
+            ahead.append(item)
+    return ahead
+
+
 def adopt_unfinished(
-    carried: Iterable[Unfinished], runs_dir: Path, cells: Iterable[Cell]
+    carried: Iterable[Unfinished], runs_dir: Path
 ) -> tuple[list[tuple[Unfinished, Path]], list[str]]:
-    """Put each carried run of ``cells`` into ``runs_dir`` to be resumed.
+    """Put each carried run into ``runs_dir`` to be resumed (see :func:`carried_ahead`).
 
     Returns the copies, and a line for each run refused (its checkpoint damaged: that
     cell runs afresh).
 
-    A cell whose own continuable run in ``runs_dir`` got as far or further keeps it. Each
-    copy's checkpoint is signed with this user's key and its run marked stopped (a free
-    liveness lock), so the sweep's resume picks it up like any interrupted run.
+    Each copy's checkpoint is signed with this user's key and its run marked stopped (a
+    free liveness lock), so the sweep's resume picks it up like any interrupted run.
     """
     from harness.checkpoint import CheckpointError, adopt_checkpoint
 
-    wanted = {cell.index for cell in cells}
-    here = _continuable(rundir.scan_runs(runs_dir)) if runs_dir.is_dir() else []
     adopted, refused = [], []
     for item in carried:
-        if item.cell.index not in wanted:
-            continue
-        own = [progress(h.path) for h in _matching(item.cell, here)]
-        if own and max(own) >= item.timesteps:
-            continue
         target = _new_run_dir(runs_dir)
         _copy_carried_files(item.path, target)
         try:
