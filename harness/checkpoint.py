@@ -296,12 +296,8 @@ def checkpoint_format(path: Path) -> int | None:
     return int(parts[1])
 
 
-def load_checkpoint(path: Path, trust_legacy: bool = False) -> dict[str, Any]:
-    """Read, verify and decode a checkpoint written by :func:`save_checkpoint`.
-
-    Nothing of the payload is decoded before its signature verifies with this
-    user's key; ``trust_legacy`` also reads an unsigned format-1 file.
-    """
+def _read_checkpoint(path: Path) -> tuple[list[bytes], bytes]:
+    """A checkpoint file's header fields and payload, nothing of it decoded."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -312,18 +308,33 @@ def load_checkpoint(path: Path, trust_legacy: bool = False) -> dict[str, Any]:
     parts = header.split(b" ")
     if not newline or len(parts) < 3 or parts[0] != MAGIC:
         raise CheckpointError(f"checkpoint {path} is damaged: not an es-harness checkpoint")
+    return parts, payload
+
+
+def _whole_payload(path: Path, parts: list[bytes], payload: bytes) -> tuple[str, str]:
+    """Check a format-2 header and its payload's SHA-256; return (encoding, signature)."""
     version = parts[1].decode("ascii", errors="replace")
-    if version == str(LEGACY_FORMAT) and len(parts) == 3:
-        return _load_legacy(path, parts[2], payload, trust_legacy)
     if version != str(FORMAT_VERSION) or len(parts) != 5:
         raise CheckpointError(
             f"checkpoint {path} has format {version!r}; this version reads {FORMAT_VERSION}"
         )
     encoding, digest, signature = (part.decode("ascii", errors="replace") for part in parts[2:])
     if hashlib.sha256(payload).hexdigest() != digest:
-        raise CheckpointError(
-            f"checkpoint {path} is damaged: checksum mismatch ({len(data)} bytes)"
-        )
+        size = len(payload) + sum(len(part) + 1 for part in parts)
+        raise CheckpointError(f"checkpoint {path} is damaged: checksum mismatch ({size} bytes)")
+    return encoding, signature
+
+
+def load_checkpoint(path: Path, trust_legacy: bool = False) -> dict[str, Any]:
+    """Read, verify and decode a checkpoint written by :func:`save_checkpoint`.
+
+    Nothing of the payload is decoded before its signature verifies with this
+    user's key; ``trust_legacy`` also reads an unsigned format-1 file.
+    """
+    parts, payload = _read_checkpoint(path)
+    if parts[1] == b"%d" % LEGACY_FORMAT and len(parts) == 3:
+        return _load_legacy(path, parts[2], payload, trust_legacy)
+    encoding, signature = _whole_payload(path, parts, payload)
     key = checkpoint_key(create=False)
     if not hmac.compare_digest(_signature(key, payload), signature.encode("ascii")):
         raise CheckpointError(
@@ -373,20 +384,9 @@ def adopt_checkpoint(path: Path) -> str:
     its payload is not decoded here, only re-signed, so whatever a pickle in it would do
     happens at the resume the caller asked for, as with ``--trust-legacy-checkpoint``.
     """
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise CheckpointError(f"cannot read checkpoint {path}: {error.strerror}") from None
-    header, newline, payload = data.partition(b"\n")
-    parts = header.split(b" ")
-    if not newline or len(parts) != 5 or parts[0] != MAGIC or parts[1] != b"%d" % FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {path} is not a format-{FORMAT_VERSION} checkpoint")
-    encoding = parts[2].decode("ascii", errors="replace")
+    parts, payload = _read_checkpoint(path)
+    encoding, _ = _whole_payload(path, parts, payload)
     if encoding not in (ARRAYS, PICKLE):
         raise CheckpointError(f"checkpoint {path} has an unknown encoding {encoding!r}")
-    if hashlib.sha256(payload).hexdigest().encode("ascii") != parts[3]:
-        raise CheckpointError(
-            f"checkpoint {path} is damaged: checksum mismatch ({len(data)} bytes)"
-        )
     write_checkpoint_payload(path, EncodedState(encoding, payload))
     return encoding
