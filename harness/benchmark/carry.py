@@ -202,17 +202,15 @@ def carried_ahead(
     its own run: only the rest are worth adopting (or worth a warning when not adopted).
     """
     wanted = {cell.index for cell in cells}
-    headers = rundir.scan_runs(runs_dir) if runs_dir.is_dir() else []
-    completed = [h for h in headers if h.status == "COMPLETED"]
-    here = _continuable(headers)
-    ahead = []
-    for item in unfinished_runs(bench, archive_dir):
-        if item.cell.index not in wanted or _matching(item.cell, completed):
-            continue
-        own = [progress(h.path) for h in _matching(item.cell, here)]
-        if not own or max(own) < item.timesteps:
-            ahead.append(item)
-    return ahead
+    completed = [h for h in rundir.scan_runs(runs_dir) if h.status == "COMPLETED"]
+    own = {u.cell.index: u.timesteps for u in unfinished_here(bench, runs_dir)}
+    return [
+        item
+        for item in unfinished_runs(bench, archive_dir)
+        if item.cell.index in wanted
+        and not _matching(item.cell, completed)
+        and item.timesteps > own.get(item.cell.index, -1.0)
+    ]
 
 
 def adopt_unfinished(
