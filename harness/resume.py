@@ -26,6 +26,11 @@ run ended with an evaluation made only because its budget ran out, that
 evaluation is undone, so a run extended from 50,000 to 100,000 timesteps
 logs exactly what a 100,000-timestep run logs (ES family).
 
+``--workers W`` continues with W workers from here on (no result depends on
+the count): a long run moves to a machine with more cores, and back. config.json
+then holds the count in force and the ``resumed`` entry the one before. Refused
+for a run whose population is ``population_per_worker`` x workers.
+
 What is reproduced: for the ES family (optimes, cma, nevergrad-es, ng:NAME),
 every metric except timings and byte counts is identical to an uninterrupted
 run, whatever the step of the interrupt and the worker count. For PPO/A2C the
@@ -62,6 +67,8 @@ from harness.signals import latch_stop_signals
 STALE_HEARTBEAT_S = 120.0
 #: Keys that may differ between the stored config and the checkpoint's.
 MUTABLE_KEYS = (*BUDGET_KEYS, "ray_address")
+#: May differ too, unless the population is ``population_per_worker`` x workers.
+WORKERS = "workers"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +87,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "budget": "budget from here on (totals, as for `harness run`; given: replaces "
             "the stored one)"
         },
+        show_defaults=False,
+    )
+    schema.add_flags(
+        parser,
+        (WORKERS,),
+        helps={
+            WORKERS: "workers from here on (default: the stored count); results do not "
+            "depend on it, so a long run can move to a machine with more cores"
+        },
+        titles={"identity": "execution"},
         show_defaults=False,
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -116,13 +133,24 @@ def _read_json(path: Path) -> Any:
 
 
 def _resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """The stored config rebuilt as ``harness run`` builds one, with the new budget if given."""
+    """The stored config rebuilt as ``harness run`` builds one, with the new budget and
+    workers if given."""
     config = dict(stored)
     given = schema.given_by_flags(args, LIMITS)
     sources = dict.fromkeys(config, rundir.CONFIG)
     if any(value is not None for value in given.values()):
-        config.update(given)
+        config.update(given)  # the whole budget: limits not given are dropped
         sources.update({key: "command line" for key, value in given.items() if value is not None})
+    workers = schema.given_by_flags(args, (WORKERS,))[WORKERS]
+    if workers is not None:
+        if config.get("population_per_worker") is not None:
+            raise UsageError(
+                f"--workers {workers}: this run's population is population_per_worker "
+                f"({config['population_per_worker']}) x workers, so it keeps its "
+                f"{config.get(WORKERS)} workers"
+            )
+        config[WORKERS] = workers
+        sources[WORKERS] = "command line"
     try:
         return build_run_config(config, source=sources, refuse="never").config
     except ConfigError as error:
@@ -145,8 +173,11 @@ def _with_current_defaults(saved: dict[str, Any]) -> dict[str, Any]:
 
 def _check_matches_checkpoint(config: dict[str, Any], saved: dict[str, Any], path: Path) -> None:
     saved = _with_current_defaults(saved)
+    mutable = set(MUTABLE_KEYS)
+    if config.get("population_per_worker") is None:
+        mutable.add(WORKERS)
     for key in sorted(set(config) | set(saved)):
-        if key in MUTABLE_KEYS:
+        if key in mutable:
             continue
         if config.get(key) != saved.get(key):
             raise UsageError(
@@ -238,6 +269,11 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             "reopened": reopened,
             "budget": {key: config[key] for key in BUDGET_KEYS},
             "previous_budget": {key: stored.get(key) for key in BUDGET_KEYS},
+            **(
+                {WORKERS: config[WORKERS], "previous_workers": stored.get(WORKERS)}
+                if config.get(WORKERS) != stored.get(WORKERS)
+                else {}
+            ),
         },
     }
 

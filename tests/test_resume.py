@@ -250,6 +250,55 @@ def test_a_larger_budget_extends_a_completed_run_exactly(
     assert record["run"]["artifacts"].count("final_params.npy") == 1
 
 
+WORKERS_INTERRUPT_STEP = 7
+
+
+def test_a_run_resumed_with_more_workers_equals_an_uninterrupted_run(
+    reference: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run started on one worker goes on with two (a bigger machine), then with one
+    again: every metric is the uninterrupted one's, and the record says which count ran."""
+    runs = tmp_path / "runs"
+    monkeypatch.setenv(INTERRUPT_ENV, str(WORKERS_INTERRUPT_STEP))
+    started = harness_cli(
+        "run", *CARTPOLE, "--generations", str(GENERATIONS), "--backend", "process",
+        "--workers", "1", "--runs-dir", str(runs), "--set", "checkpoint_every=2", check=False,
+    )  # fmt: skip
+    assert started.returncode == 130, started.stderr
+    run_dir = only_run_dir(runs)
+    monkeypatch.setenv(INTERRUPT_ENV, str(2 * WORKERS_INTERRUPT_STEP))
+    moved = harness_cli("resume", str(run_dir), "--workers", "2", check=False)
+    assert moved.returncode == 130, moved.stderr
+    assert read_run(run_dir)["config"]["workers"] == 2
+    monkeypatch.delenv(INTERRUPT_ENV)
+
+    harness_cli("resume", str(run_dir), "--workers", "1")
+    record = read_run(run_dir)
+    assert record["run"]["status"] == "COMPLETED"
+    assert record["config"]["workers"] == 1
+    first, second = record["run"]["resumed"]
+    assert (first["workers"], first["previous_workers"]) == (2, 1)
+    assert (second["workers"], second["previous_workers"]) == (1, 2)
+    assert first["from_step"] == WORKERS_INTERRUPT_STEP
+    _assert_same(reference, record["metrics"])
+
+
+def test_workers_stay_when_the_population_is_per_worker(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    harness_cli(
+        "run", *CARTPOLE, "--generations", "2", "--backend", "inline", "--runs-dir", str(runs),
+        "--set", "population_per_worker=8",
+    )  # fmt: skip
+    run_dir = only_run_dir(runs)
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    refused = harness_cli("resume", str(run_dir), "--generations", "4", "--workers", "2",
+                          check=False)  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "--workers 2" in refused.stderr, refused.stderr
+    assert "population_per_worker (8)" in refused.stderr
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+
+
 #: Vector ES on a real env: small enough for a case to take about 20 s on two cores.
 VECTOR_ES = ("cma", "nevergrad-es")
 VECTOR_GENERATIONS = 12
