@@ -164,11 +164,22 @@ def flatten_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def host_columns(run: dict[str, Any]) -> dict[str, Any]:
-    """Machine facts from ``run.json``'s host info (``cpu_count`` when it was recorded)."""
+    """Machine facts from ``run.json``: its host info (where it started; ``cpu_count`` when
+    it was recorded), the most workers a resume gave it (``harness resume --workers``; NaN
+    when none changed the count) and how many times it was carried to another machine."""
     host = run.get("host") or {}
     system = host.get("os") or []
     cpu_count = host.get("cpu_count")
+    resumed_workers = [
+        entry[key]
+        for entry in run.get("resumed") or []
+        if isinstance(entry, dict)
+        for key in ("workers", "previous_workers")
+        if isinstance(entry.get(key), int)
+    ]
     return {
+        "workers_resumed_max": float(max(resumed_workers)) if resumed_workers else math.nan,
+        "carried": len(run.get("carried") or []),
         "host_name": host.get("hostname"),
         "host_cpu": host.get("cpu"),
         "host_platform": system[1] if len(system) > 1 else (system[0] if system else None),

@@ -17,6 +17,7 @@ from harness.benchmark.report import (
     budget_words,
     compute_span_text,
     cpu_spread_text,
+    more_workers_text,
     own_budget_text,
     threshold_table,
 )
@@ -225,6 +226,23 @@ def test_the_equal_cpu_point_is_set_against_the_costliest_algorithm() -> None:
     assert "by up to: Lander 1.2x (optimes)." in str(cpu_spread_text([scores]))
     one_each = TaskScores(task, runs.iloc[[0, 2]], scores.at, 0.0)
     assert cpu_spread_text([one_each]) is None  # a spread needs two runs of one algorithm
+
+
+def test_runs_given_more_workers_on_another_machine_are_named() -> None:
+    task = Task("Ant", {"timesteps": 1000}, 100.0, "test", ["optimes", "ppo"])
+    runs = pd.DataFrame(
+        {
+            "algo": ["optimes", "optimes", "optimes", "ppo"],
+            "seed": [100, 103, 104, 100],
+            "workers_most": [1.0, 8.0, 8.0, 1.0],
+            "started_on": ["a 2-CPU AMD EPYC", *["a 16-CPU Intel Xeon"] * 2, "a 2-CPU AMD EPYC"],
+        }
+    )
+    scores = TaskScores(task, runs, {"timesteps": 1000.0}, 0.0)
+    text = str(more_workers_text([scores], 1))
+    assert text.startswith("Not on 1 core throughout: optimes on Ant seeds 103, 104 (up to 8 ")
+    assert "started on a 16-CPU Intel Xeon)." in text and "100" not in text
+    assert more_workers_text([TaskScores(task, runs.iloc[[0, 3]], scores.at, 0.0)], 1) is None
 
 
 def test_a_task_with_budgets_per_algorithm_names_them_and_its_leader_at_each_own_budget() -> None:

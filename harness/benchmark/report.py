@@ -155,6 +155,14 @@ def task_scores(task: Task, archive: Path, random_score: float) -> TaskScores | 
             .max()
             .reindex(runs["run"])
             .to_numpy(),
+            "workers_most": np.fmax(
+                pd.to_numeric(runs["workers"], errors="coerce"),
+                pd.to_numeric(runs.get("workers_resumed_max", math.nan), errors="coerce"),
+            ).to_numpy(),
+            "started_on": [
+                f"a {count:.0f}-CPU {cpu}" if count == count else str(cpu)
+                for cpu, count in zip(runs["host_cpu"], runs["host_cpu_count"], strict=True)
+            ],
         }
     )
     at: dict[str, float] = {}
@@ -356,7 +364,7 @@ def cpu_spread_text(all_scores: Sequence[TaskScores]) -> str | None:
 
     Runs of one algorithm on one task do nearly the same work per timestep, so a wide
     spread says the CPU-seconds also measure the machines (cells run in several sessions,
-    on machines of one CPU name whose speed differs).
+    on machines whose speed differs).
     """
     parts = []
     for scores in all_scores:
@@ -375,8 +383,34 @@ def cpu_spread_text(all_scores: Sequence[TaskScores]) -> str | None:
         "CPU-seconds per run differ between seeds of one algorithm by up to: "
         + "; ".join(parts)
         + ". Seeds differ in work (episode lengths, resets), and the cells ran in several "
-        "sessions on machines of one CPU name whose per-core speed differs (AntBulletEnv-v0: "
+        "sessions on machines whose per-core speed differs (AntBulletEnv-v0: "
         "docs/benchmark.md), so CPU-seconds compare to within that spread."
+    )
+
+
+def more_workers_text(all_scores: Sequence[TaskScores], workers: int) -> str | None:
+    """The runs that a resume gave more workers than the benchmark's (a long cell moved to a
+    larger machine for part of its budget: docs/benchmark.md), named with where they started."""
+    groups: dict[tuple[str, str, int, str], list[int]] = {}
+    for scores in all_scores:
+        if "workers_most" not in scores.runs:
+            continue
+        moved = scores.runs[scores.runs["workers_most"] > workers]
+        for row in moved.itertuples():
+            key = (scores.task.env, str(row.algo), int(row.workers_most), str(row.started_on))
+            groups.setdefault(key, []).append(int(row.seed))
+    if not groups:
+        return None
+    parts = [
+        f"{algo} on {env} seed{'s' if len(seeds) > 1 else ''} "
+        f"{', '.join(map(str, sorted(seeds)))} (up to {most} workers; started on {where})"
+        for (env, algo, most, where), seeds in sorted(groups.items())
+    ]
+    return (
+        f"Not on {workers} core throughout: " + "; ".join(parts) + ". These ran part of their "
+        "budget with more workers on a larger machine and the rest here; no result of the ES "
+        "family depends on the worker count, and their CPU-seconds add both machines' process "
+        "trees."
     )
 
 
@@ -734,6 +768,7 @@ def write_benchmark_report(
         "score: 0 for uniformly random actions, 1 at the task's reference score.",
         "Wall-clock is not compared here: these runs shared a 2-core machine with other work. "
         "CPU-seconds are each run's own process tree.",
+        *filter(None, [more_workers_text(all_scores, bench.workers)]),
         *([bench.description] if bench.description else []),
     ]
     leaders = Section(
