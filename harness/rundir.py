@@ -356,13 +356,22 @@ def merge_metrics(
     """``saved`` with the ``new`` rows (steps, values, ISO timestamps) added, sorted by step.
 
     Rows stay sorted when two writers (the heartbeat thread and a checkpoint
-    flush) append out of order.
+    flush) append out of order. A row already saved (same step, timestamp and
+    value) is not added again, so writing the same rows twice is harmless: a
+    Ctrl-C that lands after a write but before the writer forgets its pending
+    rows makes it write them again.
     """
     for name, series_new in new.items():
         series = saved.setdefault(name, {"values": [], "steps": [], "timestamps": []})
         rows = list(zip(series["steps"], series["values"], series["timestamps"], strict=True))
         rows += zip(
             series_new["steps"], series_new["values"], series_new["timestamps"], strict=True
+        )
+        # repr: NaN is a value too, and NaN != NaN
+        rows = list(
+            {
+                (step, stamp, repr(value)): (step, value, stamp) for step, value, stamp in rows
+            }.values()
         )
         rows.sort(key=lambda row: row[0])
         series["steps"] = [row[0] for row in rows]

@@ -8,6 +8,7 @@ compared with uninterrupted ones metric by metric (timings aside): bitwise.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -275,6 +276,43 @@ def test_sigterm_while_ray_starts_leaves_an_interrupted_resumable_run(tmp_path: 
     assert load_checkpoint(run_dir / "checkpoint.pkl")["progress"]["step"] == 0
     harness_cli("resume", str(run_dir), "--no-progress", timeout=300)
     assert read_run(run_dir)["run"]["status"] == "COMPLETED"
+
+
+def test_a_ctrl_c_just_after_a_metrics_write_does_not_write_its_rows_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop lands after ``metrics.json`` is replaced, before the writer forgets the rows.
+
+    The interrupted run then flushes its metrics again before its last checkpoint; were
+    the rows added twice, the resumed run would hold a step twice (seen on a Ray sweep).
+    """
+    from harness import rundir
+    from harness.experiment import RunStorageObserver
+
+    observer = RunStorageObserver(str(tmp_path))
+    observer.dir = str(tmp_path)
+    stamp = datetime.datetime(2026, 1, 1)
+
+    def rows(step: int) -> dict[str, Any]:
+        series = {"steps": [step], "values": [float("nan")], "timestamps": [stamp]}
+        return {"fitness_max": series, "timesteps": {**series, "values": [10.0 * step]}}
+
+    write = rundir.write_json_atomic
+
+    def write_then_stop(path: Path, obj: Any) -> None:
+        write(path, obj)
+        raise KeyboardInterrupt
+
+    observer.log_metrics(rows(1), None)
+    monkeypatch.setattr(rundir, "write_json_atomic", write_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        observer.log_metrics(rows(2), None)
+    monkeypatch.setattr(rundir, "write_json_atomic", write)
+    observer.log_metrics(rows(3), None)  # the flush before the interrupted run's checkpoint
+    saved = rundir.read_metrics(tmp_path)
+    assert saved["timesteps"]["steps"] == [1, 2, 3]
+    assert saved["timesteps"]["values"] == [10.0, 20.0, 30.0]
+    assert saved["fitness_max"]["steps"] == [1, 2, 3], "NaN rows are rows too"
 
 
 # -- 5. a planted checkpoint ----------------------------------------------------------------

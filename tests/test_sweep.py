@@ -420,3 +420,31 @@ def test_grid_keys_beyond_the_axes_vary_knobs_and_hyperparameters_per_algorithm(
     path.write_text(path.read_text() + "set: [sync=seeds]\n")
     with pytest.raises(SweepError, match=r"grid\.sync is also set"):
         load_sweep(path)
+
+
+def test_a_shipment_cut_short_never_leaves_the_driver_a_checkpoint_ahead_of_its_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ray cell ships its checkpoint and metrics together; the driver may die between writes."""
+    from harness import rundir
+    from harness.sweep.ray_cells import SHIPPED, RunStore
+
+    store = RunStore(str(tmp_path / "runs"), {}, str(tmp_path / "logs"))
+    write = rundir.atomic_write
+    written: list[str] = []
+
+    def write_once_then_die(path: Path, chunks: Any, prefix: str) -> None:
+        if written:
+            raise SystemExit("the driver died")
+        write(path, chunks, prefix=prefix)
+        written.append(path.name)
+
+    monkeypatch.setattr(rundir, "atomic_write", write_once_then_die)
+    shipment = {name: b"{}" for name in SHIPPED}
+    with pytest.raises(SystemExit):
+        store.ship("cell", shipment)
+    assert written and written != [rundir.CHECKPOINT]
+    assert not (tmp_path / "runs" / "1" / rundir.CHECKPOINT).exists()
+    monkeypatch.setattr(rundir, "atomic_write", write)
+    store.ship("cell", shipment)
+    assert all((tmp_path / "runs" / "1" / name).read_bytes() == b"{}" for name in SHIPPED)

@@ -11,7 +11,7 @@ directory back to the driver as it goes:
   directory: it gives each cell its run directory there (a new Sacred-style id,
   or the interrupted run the sweep continues) and writes what the cells ship;
 * every ``ship_every_s`` and when the cell ends, the task sends the files that
-  changed: the checkpoint first read, then the metrics, so the driver never holds
+  changed: the checkpoint read first and written last, so the driver never holds
   a checkpoint ahead of its metrics (the runner's own rule);
 * so a cell whose node is lost is retried by Ray (``max_retries``) on another node,
   and its retry asks the store for the run directory and continues it with
@@ -131,8 +131,10 @@ class RunStore:
         if path is None:
             path = self.cells[key] = self._new_run_dir()
         self._hold(key, path)
-        for name, data in files.items():  # in SHIPPED order: checkpoint before metrics
-            rundir.atomic_write(path / name, [data], prefix=f".{name}-")
+        # The checkpoint, read first, is written last: a driver killed in between holds
+        # metrics ahead of its checkpoint (a resume drops them), never behind it.
+        for name in sorted(files, key=lambda name: name == rundir.CHECKPOINT):
+            rundir.atomic_write(path / name, [files[name]], prefix=f".{name}-")
         return path.name
 
     def end(self, key: str, label: str, node: str, log: bytes) -> str:
