@@ -364,15 +364,17 @@ def merge_metrics(
     for name, series_new in new.items():
         series = saved.setdefault(name, {"values": [], "steps": [], "timestamps": []})
         rows = list(zip(series["steps"], series["values"], series["timestamps"], strict=True))
-        rows += zip(
-            series_new["steps"], series_new["values"], series_new["timestamps"], strict=True
+        added = list(
+            zip(series_new["steps"], series_new["values"], series_new["timestamps"], strict=True)
         )
-        # repr: NaN is a value too, and NaN != NaN
-        rows = list(
-            {
-                (step, stamp, repr(value)): (step, value, stamp) for step, value, stamp in rows
-            }.values()
-        )
+        # only rows at the new rows' steps can repeat them; repr: NaN is a value, NaN != NaN
+        steps = {row[0] for row in added}
+        seen = {(step, stamp, repr(value)) for step, value, stamp in rows if step in steps}
+        for step, value, stamp in added:
+            key = (step, stamp, repr(value))
+            if key not in seen:
+                seen.add(key)
+                rows.append((step, value, stamp))
         rows.sort(key=lambda row: row[0])
         series["steps"] = [row[0] for row in rows]
         series["values"] = [row[1] for row in rows]

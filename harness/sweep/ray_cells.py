@@ -53,7 +53,7 @@ from harness.sweep.scheduler import (
 from harness.sweep.spec import Cell, Sweep
 from harness.sweep.store import completed_runs, find_completed, resumable_run
 
-#: Files a cell ships to the driver, in this order (checkpoint before metrics: see above).
+#: Files a cell ships to the driver, read in this order (checkpoint before metrics: see above).
 SHIPPED = (
     rundir.CHECKPOINT,
     rundir.METRICS,
