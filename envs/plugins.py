@@ -1,37 +1,38 @@
 """Modules of the user's own code, imported by name so that they register envs or algorithms.
 
-``harness run --import MODULE`` (and a sweep file's ``imports``) names them; the run's
-config records them, so every process that rebuilds the run imports them again: sweep
-cells, ``harness resume`` and ``check-repro`` through the config, and every process
-that builds an env (evaluation workers, Ray actors, the RL baselines' env processes)
-through :data:`IMPORTS_ENV`, which :func:`import_modules` sets for the children this
-process starts and :func:`~envs.registry.make_env` reads.
+``harness run --import MODULE`` (and a sweep file's ``imports``) names them, and the run's
+config records them. A recorded list is a note, not an instruction: commands that read a
+stored run import its modules only on the user's word (:mod:`harness.user_modules`).
 
-Modules are found on the Python path, then in the current directory (as ``python -m``
-finds them; the ``harness`` console script alone would not).
+Modules are found on the Python path only. The current directory is not added: a module
+planted beside a run (or in whatever directory a command happens to run in) must not run
+code because a record names it. A user whose modules live in the current directory sets
+``PYTHONPATH`` (docs/extending.md).
+
+:data:`IMPORTS_ENV` is the internal channel from a process to the children it starts
+(evaluation workers, Ray actors, the RL baselines' env processes, the ``harness resume``
+of a sweep cell): :func:`import_modules` sets it to the modules this process imported on
+the user's word, and :func:`~envs.registry.make_env` in a child imports them again. A user
+never needs to set it; one who does gives their word as with ``--import``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
-import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 #: Comma-separated modules a process imports before it builds an env; children inherit it.
 IMPORTS_ENV = "ES_HARNESS_IMPORTS"
 
 _imported: list[str] = []
+#: While a command reads stored runs (:func:`only_modules`): the modules it may import.
+_allowed: list[set[str]] = []
 
 
 class PluginImportError(ValueError):
     """A module named for import cannot be found; the message is one line naming it."""
-
-
-def _find_in_working_directory() -> None:
-    cwd = os.getcwd()
-    if "" not in sys.path and cwd not in sys.path:
-        sys.path.append(cwd)
 
 
 def import_modules(names: Iterable[str], what: str = "--import") -> None:
@@ -43,7 +44,11 @@ def import_modules(names: Iterable[str], what: str = "--import") -> None:
     for name in names:
         if not name or name in _imported:
             continue
-        _find_in_working_directory()
+        if _allowed and name not in _allowed[-1] and name not in environment_modules():
+            raise PluginImportError(
+                f"module {name!r} ({what}) is not imported: a stored record names it; pass "
+                f"--import {name} to allow it"
+            )
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as error:
@@ -56,11 +61,40 @@ def import_modules(names: Iterable[str], what: str = "--import") -> None:
         os.environ[IMPORTS_ENV] = ",".join(_imported)
 
 
+@contextlib.contextmanager
+def only_modules(allowed: Iterable[str]) -> Iterator[set[str]]:
+    """Within the block, :func:`import_modules` imports only ``allowed`` (and modules
+    imported already or passed down in :data:`IMPORTS_ENV`); yields the set, which the
+    caller widens as it checks each record (:mod:`harness.user_modules`).
+
+    For commands that rebuild configs from stored runs (``harness report`` completes every
+    run's config): whatever path reaches an import, a recorded module nobody allowed is
+    refused (:class:`PluginImportError`) rather than imported.
+    """
+    permitted = set(allowed)
+    _allowed.append(permitted)
+    try:
+        yield permitted
+    finally:
+        _allowed.pop()  # blocks nest: the innermost is last
+
+
+def allow_modules(names: Iterable[str]) -> None:
+    """Widen the innermost :func:`only_modules` block (a no-op outside one)."""
+    if _allowed:
+        _allowed[-1].update(names)
+
+
+def environment_modules() -> list[str]:
+    """The modules the starting process passed down in :data:`IMPORTS_ENV`."""
+    return [name for name in os.environ.get(IMPORTS_ENV, "").split(",") if name]
+
+
 def import_from_environment() -> None:
     """Import the modules the starting process named in :data:`IMPORTS_ENV`, if any."""
-    names = os.environ.get(IMPORTS_ENV, "")
+    names = environment_modules()
     if names:
-        import_modules(names.split(","), what=IMPORTS_ENV)
+        import_modules(names, what=IMPORTS_ENV)
 
 
 def imported_modules() -> list[str]:

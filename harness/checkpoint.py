@@ -355,6 +355,22 @@ def load_checkpoint(path: Path, trust_legacy: bool = False) -> dict[str, Any]:
     return state
 
 
+def signed_by_user(path: Path) -> bool:
+    """Whether ``path`` is a whole format-2 checkpoint signed with this user's key.
+
+    Nothing of the payload is decoded: this is the test of authorship that lets a run's
+    recorded ``imports`` count as the user's word (:mod:`harness.user_modules`). False for
+    a missing, damaged, unsigned (format 1) or foreign file, and when there is no key.
+    """
+    try:
+        parts, payload = _read_checkpoint(path)
+        _, signature = _whole_payload(path, parts, payload)
+        key = checkpoint_key(create=False)
+    except CheckpointError:
+        return False
+    return hmac.compare_digest(_signature(key, payload), signature.encode("ascii"))
+
+
 def _load_legacy(path: Path, digest: bytes, payload: bytes, trust_legacy: bool) -> dict[str, Any]:
     if not trust_legacy:
         raise CheckpointError(

@@ -9,6 +9,12 @@ printed beside the replayed one; ``--seed S`` plays episodes seeded S, S+1, ...
 ``--video FILE.mp4|FILE.gif`` records every step of every episode, rendered
 headless (``rgb_array``: pybullet's software renderer, Box2D through pygame,
 MuJoCo through EGL or OSMesa).
+
+A run made with ``--import MODULE`` (an env or algorithm of your own) replays with
+``--import MODULE`` here; its recorded imports alone are imported only when the run's
+checkpoint is signed with your key (:mod:`harness.user_modules`), since importing runs
+code and a run directory is only data. Modules are found on the Python path, not in the
+current directory: set ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -54,6 +60,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="play the last checkpoint's policy even where a final one is stored",
     )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module of your own first (the run's env or algorithm registers "
+        "there); found on the Python path, not in the current directory (set PYTHONPATH)",
+    )
 
 
 def _check_args(args: argparse.Namespace) -> tuple[Path, Path | None]:
@@ -79,7 +94,11 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir, video = _check_args(args)
     try:
-        policy = load_policy(run_dir, source="checkpoint" if args.checkpoint else "auto")
+        policy = load_policy(
+            run_dir,
+            source="checkpoint" if args.checkpoint else "auto",
+            imports=args.imports,
+        )
     except PolicyLoadError as error:
         raise UsageError(str(error)) from None
     print(f"policy: {policy.describe()}")
@@ -98,7 +117,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         seeds = [int(policy.config["seed"]) + k for k in range(episodes)]
         print(f"episodes: {episodes}, seeds {seeds[0]}..{seeds[-1]} (the run logged no evaluation)")
-    env = policy.make_env(render_mode="rgb_array" if video else None)
+    try:
+        env = policy.make_env(render_mode="rgb_array" if video else None)
+    except PolicyLoadError as error:
+        raise UsageError(str(error)) from None
     if video is not None:
         env.reset(seed=seeds[0])
         probe = env.render()

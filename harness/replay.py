@@ -34,6 +34,7 @@ import numpy as np
 
 from algorithms.es_common import eval_seeds
 from harness import rundir
+from harness.legacy_policy import legacy_sb3_fields
 from harness.policy_io import Act, PolicyLoadError, Reset, has_policy, load_stored, save_policy
 
 __all__ = [
@@ -97,11 +98,14 @@ class LoadedPolicy:
         Rendering is headless: MuJoCo gets ``MUJOCO_GL=egl`` unless the variable is set
         (GLFW, its default, needs a display).
         """
-        from envs.registry import make_env
+        from envs.registry import UnknownEnvError, make_env
 
         if render_mode is not None:
             os.environ.setdefault("MUJOCO_GL", "egl")
-        env = make_env(self.env_name, render_mode=render_mode)
+        try:
+            env = make_env(self.env_name, render_mode=render_mode)
+        except UnknownEnvError as error:
+            raise PolicyLoadError(env_refusal(self.env_name, error)) from None
         if bool((self.config.get("params") or {}).get("time_feature")):
             from sb3_contrib.common.wrappers import TimeFeatureWrapper
 
@@ -135,25 +139,66 @@ def _from_checkpoint(run_dir: Path) -> tuple[Act, Reset, int, dict[str, Any]]:
     return act, reset, int(state["progress"]["step"]), config
 
 
+def _import_run_modules(folder: Path, config: Any, imports: Sequence[str]) -> None:
+    """Import the run's modules on the user's word (``imports``, or a checkpoint signed
+    with their key: :mod:`harness.user_modules`) and check its env resolves, so a run
+    made with ``--import`` replays and one whose modules are not allowed is refused in
+    one line before anything is imported."""
+    from envs.registry import UnknownEnvError, resolve_env_id
+    from harness.config import ConfigError
+    from harness.user_modules import UntrustedImportError, load_run_modules
+
+    if not isinstance(config, dict):
+        raise PolicyLoadError(f"run {folder} is damaged: {rundir.CONFIG} is not a mapping")
+    try:
+        load_run_modules(folder, config, imports, what=f"run {folder}")
+    except (UntrustedImportError, ConfigError) as error:
+        raise PolicyLoadError(str(error)) from None
+    env = str(config.get("env"))
+    try:
+        resolve_env_id(env)
+    except UnknownEnvError as error:
+        raise PolicyLoadError(env_refusal(env, error)) from None
+
+
+def env_refusal(env: str, error: Exception) -> str:
+    """One line for an env that cannot be made: which env, and the ``--import`` to pass."""
+    reason = str(error).split("; an env of your own")[0]
+    return (
+        f"cannot make env {env!r} ({reason}); if a module of yours registers it, pass "
+        "--import MODULE (harness.load_policy(..., imports=['MODULE'])), found on PYTHONPATH"
+    )
+
+
 def load_policy(
-    run_dir: str | Path, deterministic: bool = True, source: str = "auto"
+    run_dir: str | Path,
+    deterministic: bool = True,
+    source: str = "auto",
+    imports: Sequence[str] = (),
 ) -> LoadedPolicy:
     """The policy a run trained, as a callable from one observation to one action.
 
     ``source``: ``"final"`` (the stored final policy), ``"checkpoint"`` (the last
     checkpoint's) or ``"auto"``: the final one of a COMPLETED run that stored one, else
     the checkpoint's. Observations are normalised as the run's evaluation did (OpenAI-ES
-    running statistics, or SB3's ``VecNormalize``). Raises :class:`PolicyLoadError`
-    (one line naming the run) when the run or its policy cannot be read.
+    running statistics, or SB3's ``VecNormalize``). ``imports``: modules of your own to
+    import (as ``harness run --import``); a run's recorded ``imports`` are imported only
+    when named here or when its checkpoint is signed with your key, since importing runs
+    code and a run directory is only data (:mod:`harness.user_modules`). Raises
+    :class:`PolicyLoadError` (one line naming the run) when the run or its policy cannot
+    be read, its modules are not allowed, or its env cannot be made.
     """
     folder = Path(run_dir)
     if source not in SOURCES:
         raise PolicyLoadError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    if isinstance(imports, str):
+        imports = [imports]
     if not (folder / rundir.CONFIG).is_file():
         raise PolicyLoadError(f"{str(run_dir)!r} is not a run directory (no {rundir.CONFIG})")
     from harness.policy_io import read_json
 
     config = read_json(folder / rundir.CONFIG)
+    _import_run_modules(folder, config, list(imports))
     status = rundir.read_status(folder)
     final = has_policy(folder)
     use_final = source == "final" or (source == "auto" and final and status == "COMPLETED")
@@ -161,7 +206,7 @@ def load_policy(
     if use_final:
         if not final:
             raise PolicyLoadError(f"run {run_dir} stored no final policy (status {status})")
-        act, reset = load_stored(folder)
+        act, reset = load_stored(folder, legacy=lambda: legacy_sb3_fields(folder, config))
     else:
         act, reset, step, config = _from_checkpoint(folder)
     return LoadedPolicy(

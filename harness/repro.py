@@ -63,6 +63,12 @@ from harness import rundir, schema
 from harness.checkpoint import INTERRUPT_ENV
 from harness.commands import UsageError, check_ray_address
 from harness.config import ConfigError, build_run_config, read_yaml
+from harness.user_modules import (
+    UntrustedImportError,
+    check_run_modules,
+    import_flags,
+    recorded_modules,
+)
 
 #: Left out of every comparison: they measure the machine, not the result.
 VARYING_METRICS = frozenset(
@@ -245,7 +251,9 @@ def execute(
                 f"{interrupt_at}, the run ended {status}; use a smaller "
                 f"--interrupt-at\n    {_tail(completed)}",
             )
-        completed = _cli("resume", str(run_dir), "--no-progress")
+        # the run's modules are the spec's, which the user gave: hand that word on
+        config = {"imports": spec.get("imports"), "env": spec.get("env")}
+        completed = _cli("resume", str(run_dir), "--no-progress", *import_flags(config))
     try:
         status, metrics = _load(run_dir)
     except rundir.UnreadableRun as error:
@@ -486,13 +494,32 @@ def _checks(text: str) -> tuple[str, ...]:
 
 
 def resolve_spec(args: argparse.Namespace) -> dict[str, Any]:
-    """The check's spec from --config, the golden file or flags (flags win)."""
+    """The check's spec from --config, the golden file or flags (flags win).
+
+    A config file is the user's word, as a sweep file is. A golden file is a record (often
+    committed by someone else): modules its spec names are imported only when ``--import``
+    names them too (:mod:`harness.user_modules`); otherwise the check is refused, one line,
+    before anything is imported.
+    """
     base: dict[str, Any] = {}
     if args.config is not None:
         base = _spec_from_yaml(args.config)
     elif args.golden is not None and args.golden.exists() and args.algo is None:
         golden = _read_golden(args.golden)
         base = dict(golden.get("spec") or {})
+        spec = _spec_from_flags(args, base)
+        # what the user typed: --import, and the module of a MODULE:ID --env
+        named = [*(args.imports or []), *recorded_modules({"env": args.env})]
+        try:
+            check_run_modules(
+                None,
+                {"imports": spec.get("imports"), "env": spec.get("env")},
+                named,
+                what=f"golden file {args.golden}",
+            )
+        except UntrustedImportError as error:
+            raise UsageError(str(error)) from None
+        return spec
     return _spec_from_flags(args, base)
 
 

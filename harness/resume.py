@@ -20,6 +20,13 @@ Which checkpoints are read: those signed with this user's checkpoint key
 another user's) is refused before it is decoded. Unsigned checkpoints of
 earlier versions need ``--trust-legacy-checkpoint`` once.
 
+Which modules are imported: a run made with ``--import MODULE`` records it, and the
+record alone is not enough (:mod:`harness.user_modules`). Its modules are imported when
+its checkpoint is signed with this user's key and records them (the run is the user's
+own), or when ``--import MODULE`` names them here; otherwise the run is refused, in one
+line, before anything is imported. The current directory is not searched: set
+``PYTHONPATH`` for modules there.
+
 Budget flags set the budget in force from here on (totals, as for ``harness
 run``; the others are dropped), so they also extend a COMPLETED run. When a
 run ended with an evaluation made only because its budget ran out, that
@@ -62,6 +69,7 @@ from harness.checkpoint import (
 from harness.commands import UsageError, check_ray_address, print_outcome
 from harness.config import BUDGET_KEYS, ConfigError, build_run_config
 from harness.signals import latch_stop_signals
+from harness.user_modules import UntrustedImportError, load_run_modules
 
 #: A RUNNING record from another host with a heartbeat younger than this is taken as alive.
 STALE_HEARTBEAT_S = 120.0
@@ -100,6 +108,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         show_defaults=False,
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module of your own (found on the Python path, not in the current "
+        "directory: set PYTHONPATH); needed for a run whose recorded imports its checkpoint "
+        "does not vouch for (see docs/extending.md)",
+    )
     parser.add_argument(
         "--trust-legacy-checkpoint",
         action="store_true",
@@ -197,6 +215,12 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     if not isinstance(entry, dict) or not isinstance(stored, dict):
         raise UsageError(f"{run_dir} is not a run directory of this harness")
     name = run_dir.name
+    try:
+        # before the checkpoint is decoded or the config rebuilt: nothing is imported unless
+        # the user named it or the run is the user's own (harness.user_modules)
+        load_run_modules(run_dir, stored, getattr(args, "imports", None) or [])
+    except (UntrustedImportError, ConfigError) as error:
+        raise UsageError(str(error)) from None
     try:
         state = load_checkpoint(
             run_dir / CHECKPOINT_NAME, trust_legacy=bool(args.trust_legacy_checkpoint)

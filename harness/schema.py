@@ -199,8 +199,10 @@ KNOBS: tuple[Knob, ...] = (
         list,
         [],
         "modules of your own to import first, where envs or algorithms register (repeat the "
-        "flag for more); recorded, so sweep cells, resume, check-repro and workers import "
-        "them too",
+        "flag for more); found on the Python path, not in the current directory (set "
+        "PYTHONPATH, or install your package); recorded in the run, whose sweep cells and "
+        "workers import them too, while resume, report and enjoy of a run import a recorded "
+        "module only when its signed checkpoint vouches for it or --import names it again",
         section="identity",
         flags=("--import",),
         metavar="MODULE",

@@ -106,8 +106,10 @@ def project(tmp_path: Path) -> Path:
 def harness(
     cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """The ``harness`` console script in ``cwd``, as a user runs it."""
-    full_env = {**os.environ, "HARNESS_PROGRESS": "0", **(env or {})}
+    """The ``harness`` console script in ``cwd``, as a user runs it: the modules there are
+    found through ``PYTHONPATH`` (the harness does not search the current directory)."""
+    path = os.pathsep.join(filter(None, (str(cwd), os.environ.get("PYTHONPATH"))))
+    full_env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONPATH": path, **(env or {})}
     full_env.pop("ES_HARNESS_IMPORTS", None)
     completed = subprocess.run(
         [str(HARNESS), *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=600

@@ -33,11 +33,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             continue
         bench_parser = sub.add_parser(name, help=help_text, description=help_text)
         bench_parser.add_argument("--json", type=Path, help="also write the figures here")
+        bench_parser.add_argument(
+            "--import",
+            dest="imports",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import a module of your own first (where an env or algorithm registers); "
+            "found on the Python path, not in the current directory (set PYTHONPATH)",
+        )
         module.add_arguments(bench_parser)
         bench_parser.set_defaults(bench_run=module.run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.commands import UsageError
+    from harness.config import ConfigError
+    from harness.user_modules import import_named
+
+    try:
+        import_named(args.imports)  # workers this bench starts inherit them (IMPORTS_ENV)
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
     result: int = args.bench_run(args)
     return result
 

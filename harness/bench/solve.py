@@ -79,6 +79,8 @@ def _command(args: argparse.Namespace, seed: int, workers: int, runs_dir: Path) 
     if get_algorithm(args.algo).family == "es":
         # PPO/A2C have no evaluation backend: `harness run` refuses the flag for them.
         command += ["--backend", args.backend]
+    for module in getattr(args, "imports", None) or []:
+        command += ["--import", module]  # the user's word, recorded in the run
     for assignment in args.overrides:
         command += ["--set", assignment]
     return command

@@ -84,6 +84,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "diversity): faster",
     )
     parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module of your own (found on the Python path, not in the current "
+        "directory: set PYTHONPATH); a run's recorded imports are imported only when named "
+        "here or when its checkpoint is signed with your key, else it is shown as recorded",
+    )
+    parser.add_argument(
         "--all-statuses",
         action="store_true",
         help="also use FAILED, INTERRUPTED and RUNNING runs (default: COMPLETED only)",
@@ -106,6 +116,13 @@ def run(args: argparse.Namespace) -> int:
     from harness.commands import check_writable_dir
 
     check_writable_dir(Path(args.out), "--out")
+    from harness.config import ConfigError
+    from harness.user_modules import import_named
+
+    try:
+        import_named(args.imports)
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
     from harness.report.build import ReportError, build_report
 
     statuses = STATUSES if args.all_statuses else ("COMPLETED",)
@@ -119,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
             map_method="umap" if args.umap else "pca",
             note=args.note,
             replay=not args.no_replay,
+            imports=args.imports,
         )
     except (ReportError, UnreadableRun) as error:
         raise UsageError(str(error)) from None

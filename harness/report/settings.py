@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from harness.report.data import GROUP, NOT_SETTINGS, budget_phrase, defaults_older_runs_followed
+from harness.user_modules import recorded_modules
 
 if TYPE_CHECKING:
     from algorithms.base import Algorithm
@@ -69,18 +71,57 @@ FLAG_SPELLINGS = {"imports": "--import"}
 NOT_COMMAND = ("sweep",)
 
 
-def import_recorded_modules(configs: Iterable[dict[str, Any]]) -> list[str]:
+def import_recorded_modules(
+    records: Mapping[str, Any], named: Sequence[str] = ()
+) -> tuple[list[str], set[str]]:
     """Import the modules the runs imported (``imports``), so their algorithms describe
-    themselves; one line per module that cannot be found (its runs are shown as recorded)."""
-    from harness.config import ConfigError, import_user_modules
+    themselves and their policies replay; the warnings, and the runs left unplayable.
 
-    problems = []
-    for modules in dict.fromkeys(tuple(c.get("imports") or ()) for c in configs):
+    A recorded module is imported only on the user's word (``--import``) or when the run
+    is the user's own (its checkpoint signed with their key; :mod:`harness.user_modules`):
+    a run directory or archive from elsewhere is data, and importing runs code. Runs whose
+    modules are not allowed are shown as recorded, not replayed, with one line per set of
+    modules naming the ``--import`` that allows them; a module that cannot be found is one
+    line too. ``records``: run label -> record (``config``, ``path``).
+    """
+    from envs.plugins import allow_modules
+    from harness.config import ConfigError, import_user_modules
+    from harness.user_modules import refusal
+
+    problems: list[str] = []
+    refused: dict[tuple[str, ...], list[str]] = {}
+    unplayable: set[str] = set()
+    allowed: list[tuple[str, ...]] = []
+    for label, record in records.items():
+        config = record.config
+        granted = allowed_modules(Path(record.path), config, named)
+        missing = tuple(m for m in recorded_modules(config) if m not in granted)
+        if missing:
+            refused.setdefault(missing, []).append(str(record.path))
+            unplayable.add(label)
+            continue
+        allowed.append(tuple(config.get("imports") or ()))
+        allow_modules(recorded_modules(config))  # the report's guard (build_report)
+    for missing, paths in refused.items():
+        what = f"run {paths[0]}" if len(paths) == 1 else f"{len(paths)} runs ({paths[0]}, ...)"
+        problems.append(refusal(what, missing) + "; shown as recorded, not replayed")
+    for modules in dict.fromkeys(allowed):
         try:
             import_user_modules(list(modules))
         except ConfigError as error:
             problems.append(str(error))
-    return problems
+    return problems, unplayable
+
+
+def allowed_modules(run_dir: Path, config: Mapping[str, Any], named: Sequence[str]) -> set[str]:
+    """The modules of ``config`` this process may import for the run at ``run_dir``."""
+    from harness.user_modules import granted_modules, own_run_modules
+
+    needed = recorded_modules(config)
+    allowed = granted_modules(named) & set(needed)
+    if set(needed) - allowed:
+        allowed |= set(own_run_modules(run_dir))
+    return allowed
 
 
 def algorithm_class(algo: Any) -> type[Algorithm] | None:

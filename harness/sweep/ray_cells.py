@@ -52,6 +52,7 @@ from harness.sweep.scheduler import (
 )
 from harness.sweep.spec import Cell, Sweep
 from harness.sweep.store import completed_runs, find_completed, resumable_run
+from harness.user_modules import import_flags
 
 #: Files a cell ships to the driver, read in this order (checkpoint before metrics: see above).
 SHIPPED = (
@@ -207,6 +208,7 @@ def run_cell_task(
         # heartbeat the shipped run.json still shows.
         command = [sys.executable, "-m", "harness.cli", "resume", str(run_dir), "--no-progress"]
         command.append("--force")
+        command += import_flags(config)  # the sweep file's modules: the user's word
     else:
         run_dir = runs / "1"  # the first run of an empty runs directory
         cell_file = local / "cell.json"

@@ -25,6 +25,7 @@ from harness.cputime import SWEEP_JOBS_ENV
 from harness.signals import interrupt_on_stop_signals
 from harness.sweep.spec import Cell, Sweep
 from harness.sweep.store import completed_runs, find_completed, resumable_run
+from harness.user_modules import import_flags
 
 BOOKKEEPING_DIR = "_sweeps"
 
@@ -194,6 +195,7 @@ def resume_cell(
     """
     log_path = _log_path(log_dir, cell)
     command = [python, "-m", "harness.cli", "resume", str(run_dir), "--no-progress"]
+    command += import_flags(cell.config)  # the sweep file's modules: the user's word
     if trust_legacy:
         command.append("--trust-legacy-checkpoint")
     returncode, output = _run_logged(command, log_path, f"resume {cell.label}", children)
