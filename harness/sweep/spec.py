@@ -179,10 +179,11 @@ def build_cell_config(
         config_path, typed = parse_assignment(f"{key}={json.dumps(value)}", params)
         if config_path in set_by_file:
             raise ConfigError(f"grid.{key} is also set in the file's budget, set or overrides")
-        section, _, name = config_path.rpartition(".")
+        # not ``name``: that is the sweep's, which tags every cell (and so its identity)
+        section, _, leaf = config_path.rpartition(".")
         holder = given.setdefault(section, {}) if section else given
-        holder[name] = typed
-        sources[section or name] = "sweep grid"
+        holder[leaf] = typed
+        sources[section or leaf] = "sweep grid"
     resolved = build_run_config(
         given, source=sources, overrides=[*shared, *per_algo], override_source="sweep set"
     )
