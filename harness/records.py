@@ -215,7 +215,7 @@ def _npy_size(path: Path | None) -> float:
     if path is None:
         return math.nan
     try:
-        return float(np.load(path, mmap_mode="r").size)
+        return float(np.load(path, mmap_mode="r", allow_pickle=False).size)
     except (OSError, ValueError):
         return math.nan
 

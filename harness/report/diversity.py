@@ -35,8 +35,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from algorithms.es_common import eval_seeds
-from harness.policy_io import has_policy
 from harness.report.data import GROUP
+from harness.report.frames import StoredPolicies, stored_policies
 from harness.report.render import Section, slug
 
 __all__ = [
@@ -108,27 +108,37 @@ def _descriptors(env_id: str, episode: Any, start: tuple[float, float] | None) -
 
 
 def behaviours(
-    env: str, runs: pd.DataFrame, records: dict[str, Any], families: dict[str, str]
+    env: str,
+    runs: pd.DataFrame,
+    records: dict[str, Any],
+    families: dict[str, str],
+    policies: StoredPolicies | None = None,
 ) -> Behaviours | None:
-    """Play :data:`EPISODES` common episodes with every stored final policy of ``env``."""
-    from envs.registry import resolve_env_id
-    from harness.replay import body_position, load_policy, play_episode
+    """Play :data:`EPISODES` common episodes with every stored final policy of ``env``.
 
+    A run whose policy cannot be read or played is left out with one warning line
+    (:class:`harness.report.frames.StoredPolicies`); the others are measured.
+    """
+    from envs.registry import resolve_env_id
+    from harness.replay import body_position, play_episode
+
+    policies = policies if policies is not None else StoredPolicies()
     seeds = eval_seeds(BEHAVIOUR_SEED, 0, EPISODES)
     rows: list[dict[str, Any]] = []
     for _, row in runs[runs["env"] == env].iterrows():
         run_dir = Path(records[row["run"]].path)
-        if not has_policy(run_dir):
+        policy = policies.get(run_dir)
+        if policy is None:
             continue
-        policy = load_policy(run_dir, source="final")
         env_id = resolve_env_id(policy.env_name)
         game = policy.make_env()
+        played: list[dict[str, Any]] = []
         try:
             for k, seed in enumerate(seeds):
                 game.reset(seed=seed)
                 start = body_position(game)
                 episode = play_episode(policy, game, seed)
-                rows.append(
+                played.append(
                     {
                         "run": row["run"],
                         GROUP: row[GROUP],
@@ -139,8 +149,12 @@ def behaviours(
                         **_descriptors(env_id, episode, start),
                     }
                 )
+        except (ValueError, TypeError, RuntimeError) as error:  # a policy that does not fit
+            policies.fail(run_dir, error)
+            continue
         finally:
             game.close()
+        rows += played
     if not rows:
         return None
     frame = pd.DataFrame(rows)
@@ -342,9 +356,10 @@ def diversity_section(builder: Any) -> Section | None:
             families[algo] = str(get_algorithm(algo).family)
         except UnknownAlgorithmError:
             families[algo] = "?"
+    policies = stored_policies(builder)
     measured = []
     for env in sorted(builder.runs["env"].astype(str).unique()):
-        found = behaviours(env, builder.runs, builder.table.records, families)
+        found = behaviours(env, builder.runs, builder.table.records, families, policies)
         if found is not None:
             measured.append(found)
     if not measured:

@@ -24,15 +24,81 @@ from harness.policy_io import has_policy
 from harness.report.data import GROUP
 from harness.report.render import Section, slug
 
-__all__ = ["FRAMES", "best_stored_runs", "frame_strip_figure", "frames_section"]
+__all__ = [
+    "FRAMES",
+    "StoredPolicies",
+    "best_stored_runs",
+    "frame_strip_figure",
+    "frames_section",
+    "stored_policies",
+]
 
 #: Moments shown per episode.
 FRAMES = 6
 
 
-def best_stored_runs(runs: pd.DataFrame, records: dict[str, Any]) -> pd.DataFrame:
-    """Per env and group, the run with the best final evaluation that stored its policy."""
-    stored = runs[[has_policy(Path(records[r].path)) for r in runs["run"]]]
+class StoredPolicies:
+    """The final policies of one report's runs, each read once.
+
+    A run whose stored policy cannot be read (a truncated ``final_params.npy``, a damaged
+    ``obs_norm.json``, a policy of an earlier version kept only in a pickle, ...) is
+    skipped by every replay figure with one warning line naming it, not one per figure,
+    and the report goes on with the other runs.
+    """
+
+    def __init__(self) -> None:
+        self._read: dict[Path, Any] = {}
+
+    def get(self, run_dir: Path) -> Any:
+        """The run's :class:`harness.replay.LoadedPolicy`, or None (none stored, or unreadable)."""
+        if run_dir not in self._read:
+            self._read[run_dir] = self._load(run_dir)
+        return self._read[run_dir]
+
+    def _load(self, run_dir: Path) -> Any:
+        from harness.replay import PolicyLoadError, load_policy
+
+        if not has_policy(run_dir):
+            return None
+        try:
+            return load_policy(run_dir, source="final")
+        except PolicyLoadError as error:
+            self._warn(run_dir, error)
+            return None
+
+    def fail(self, run_dir: Path, error: Exception) -> None:
+        """Drop a run whose policy could not play (warned once, like an unreadable one)."""
+        if self._read.get(run_dir) is not None:
+            self._warn(run_dir, error)
+        self._read[run_dir] = None
+
+    @staticmethod
+    def _warn(run_dir: Path, error: Exception) -> None:
+        line = f"harness: warning: run {run_dir}: stored policy skipped: {error}".splitlines()
+        print(line[0] if line else "", file=sys.stderr)
+
+
+def stored_policies(builder: Any) -> StoredPolicies:
+    """The report's :class:`StoredPolicies` (kept on the builder, so figures share it)."""
+    found = getattr(builder, "stored_policies", None)
+    if not isinstance(found, StoredPolicies):
+        found = StoredPolicies()
+        builder.stored_policies = found
+    return found
+
+
+def best_stored_runs(
+    runs: pd.DataFrame, records: dict[str, Any], policies: StoredPolicies | None = None
+) -> pd.DataFrame:
+    """Per env and group, the run with the best final evaluation that stored its policy.
+
+    With ``policies``, a run whose policy cannot be read does not count as stored (the
+    group's next best run is shown instead).
+    """
+    if policies is None:
+        stored = runs[[has_policy(Path(records[r].path)) for r in runs["run"]]]
+    else:
+        stored = runs[[policies.get(Path(records[r].path)) is not None for r in runs["run"]]]
     if stored.empty:
         return stored
     ranked = stored.assign(_score=stored["final_eval_return"].astype(float).fillna(-np.inf))
@@ -69,11 +135,15 @@ class _Decimator:
         return [self.kept[i][1] for i in index], [self.kept[i][0] for i in index]
 
 
-def _episode_frames(run_dir: Path) -> tuple[list[np.ndarray], list[int], float, int]:
+def _episode_frames(
+    run_dir: Path, policies: StoredPolicies | None = None
+) -> tuple[list[np.ndarray], list[int], float, int]:
     """Frames at evenly spaced steps of the run's first last-evaluation episode."""
     from harness.replay import last_evaluation, load_policy, play_episode
 
-    policy = load_policy(run_dir, source="final")
+    policy = policies.get(run_dir) if policies is not None else load_policy(run_dir, source="final")
+    if policy is None:
+        return [], [], float("nan"), 0
     last = last_evaluation(policy)
     seed = last.seeds[0] if last is not None else int(policy.config["seed"])
     env = policy.make_env(render_mode="rgb_array")
@@ -99,7 +169,9 @@ def _strip(frames: list[np.ndarray], gap: int = 6) -> np.ndarray:
     return strip
 
 
-def frame_strip_figure(env: str, best: pd.DataFrame, records: dict[str, Any]) -> Figure | None:
+def frame_strip_figure(
+    env: str, best: pd.DataFrame, records: dict[str, Any], policies: StoredPolicies | None = None
+) -> Figure | None:
     """One row of frames per group (its best stored run); None when nothing could render."""
     import matplotlib.pyplot as plt
 
@@ -108,7 +180,7 @@ def frame_strip_figure(env: str, best: pd.DataFrame, records: dict[str, Any]) ->
     rows = []
     for _, row in best.iterrows():
         try:
-            played = _episode_frames(Path(records[row["run"]].path))
+            played = _episode_frames(Path(records[row["run"]].path), policies)
         except (TypeError, ValueError, NotImplementedError, gym.error.Error) as error:
             # An env of the user's own may render nothing (no render_mode at all): the
             # report goes on without its frames and says why.
@@ -145,14 +217,15 @@ def frame_strip_figure(env: str, best: pd.DataFrame, records: dict[str, Any]) ->
 
 def frames_section(builder: Any) -> Section | None:
     """The report's frames: one figure per env (None: no run here stored its policy)."""
-    best = best_stored_runs(builder.runs, builder.table.records)
+    policies = stored_policies(builder)
+    best = best_stored_runs(builder.runs, builder.table.records, policies)
     if best.empty:
         return None
     section = Section("What the best final policies do")
     for env, rows in best.groupby("env", sort=True):
         builder.figure(
             section,
-            frame_strip_figure(str(env), rows, builder.table.records),
+            frame_strip_figure(str(env), rows, builder.table.records, policies),
             f"frames_{slug(str(env))}.png",
             f"frames of the best final policy of each group on {env}",
         )

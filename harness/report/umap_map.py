@@ -23,12 +23,14 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from harness import rundir
+from harness.policy_io import PolicyLoadError, read_npy
 from harness.records import PopulationLog, RunRecord
 
 MAX_POINTS = 5000
@@ -298,8 +300,8 @@ def final_params_figure(
         if path is None:
             continue
         try:
-            vector = np.load(path).astype(np.float32).ravel()
-        except (OSError, ValueError):
+            vector = read_npy(Path(path)).astype(np.float32)
+        except PolicyLoadError:  # unreadable: the map goes on without the run
             continue
         rows.append(row)
         vectors.append(vector)
