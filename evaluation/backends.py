@@ -284,6 +284,19 @@ def chunk_size(remaining: int, workers: int, chunks_per_worker: int) -> int:
     return max(1, math.ceil(remaining / (chunks_per_worker * workers)))
 
 
+def request_number(count: int) -> bytes:
+    """The request counter as it travels in a chunk's tag: always 8 bytes.
+
+    The counter only tells a stale reply from the current one, but it starts again at 0 in
+    every process, and pickle writes a small int in 1, 2 or 4 bytes as it grows: sent as
+    an int, a resumed run's messages were a byte shorter each (9 to 13 bytes a generation)
+    until its counter caught up, so its ``bytes_to_workers`` and ``bytes_from_workers``
+    differed from an uninterrupted run's. A fixed width keeps the byte counts a function
+    of the run's work alone.
+    """
+    return count.to_bytes(8, "little")
+
+
 def chunk_count(tasks: int, workers: int, chunks_per_worker: int) -> int:
     """How many chunks (request messages) :func:`chunk_size` cuts ``tasks`` into."""
     count = 0
@@ -422,7 +435,7 @@ class PoolEvaluator(Evaluator):
                 worker = idle.pop()
                 batch = retry.popleft() if retry else self._next_chunk(todo)
                 self._requests += 1
-                tag = (target.generation, self._requests)
+                tag = (target.generation, request_number(self._requests))
                 payload = encode(("tasks", (tag, batch)))
                 if self._request(worker, payload):
                     stats.bytes_to_workers += len(payload)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# First of all: a Ctrl-C during the imports below ends the command quietly (see the module).
+import harness.quiet_start  # noqa: F401
+
+# isort: split
+
 import argparse
 import dataclasses
 import importlib
@@ -283,17 +288,20 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``harness`` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None) or COMMANDS[args.command]
+    from harness import quiet_start
+
     try:
+        quiet_start.restore()  # from here, Ctrl-C is KeyboardInterrupt, handled below
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        handler = getattr(args, "handler", None) or COMMANDS[args.command]
         return handler(args)
     except UsageError as error:
         print(f"{ERROR_PREFIX} {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("harness: interrupted", file=sys.stderr)
-        return 130
+        print(quiet_start.MESSAGE, file=sys.stderr)
+        return quiet_start.EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

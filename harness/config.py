@@ -112,7 +112,9 @@ def read_yaml(path: Path) -> Any:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", error)
+        # one line: a ReaderError (a control character) has no `problem`, and its text spans
+        # two lines
+        problem = " ".join(str(getattr(error, "problem", None) or error).split())
         raise ConfigError(f"malformed YAML in {path}{where}: {problem}") from None
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror}") from None
@@ -203,6 +205,23 @@ def _base_type(annotation: Any) -> Any:
     return annotation
 
 
+def allows_none(annotation: Any) -> bool:
+    """Whether a hyperparameter's annotation admits None (``float | None``, ``Optional``)."""
+    if isinstance(annotation, str):
+        return "None" in annotation or "Optional" in annotation
+    if annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)
+
+
+def type_name(annotation: Any) -> str:
+    """How a message names a hyperparameter's type (``a float``, ``a list``)."""
+    base = _base_type(annotation)
+    name = getattr(base, "__name__", str(base))
+    return f"an {name}" if name[:1] in "aeiou" else f"a {name}"
+
+
 def coerce(key: str, value: Any, expected: Any) -> Any:
     """Check ``value`` against ``expected`` (int, float, bool, str, list); ints widen to float."""
     expected = _base_type(expected)
@@ -236,6 +255,10 @@ def validate_params(params: dict[str, Any], params_type: type, where: str) -> An
             close = suggest_keys(key, types_, knobs=False)
             hint = f"; did you mean: {', '.join(close)}?" if close else ""
             raise ConfigError(f"unknown key {key!r} in {where}{hint}")
+        if value is None and not allows_none(types_[key]):
+            # a null from a sweep file or defaults.yaml would reach the algorithm's own
+            # checks (`0 < None`) as a TypeError traceback
+            raise ConfigError(f"{key} in {where} needs {type_name(types_[key])}, got null")
         checked[key] = coerce(key, value, types_[key])
         if isinstance(checked[key], float) and not math.isfinite(checked[key]):
             raise ConfigError(f"{key} must be a finite number, got {checked[key]!r}")
@@ -291,9 +314,17 @@ def parse_assignment(assignment: str, params: Mapping[str, Any]) -> tuple[str, A
     key = key.strip()
     if not sep or not key:
         raise ConfigError(f"--set expects key=value, got {assignment!r}")
+    if not raw.strip():
+        # YAML reads an empty value as null: `--set sigma=` is a slip, not a request for null
+        raise ConfigError(f"--set {key}= has no value; give one after '='")
     value = parse_value(raw)
     section, _, name = key.rpartition(".")
     if section in ("", "params") and name in params:
+        if value is None and not allows_none(params[name]):
+            raise ConfigError(
+                f"--set {assignment.strip()}: {name} needs a value "
+                f"({type_name(params[name])}), not null"
+            )
         return f"params.{name}", coerce(key, value, params[name])
     knob = None if section == "params" else BY_NAME.get(key)
     if knob is None and section == "":
@@ -348,7 +379,9 @@ def check_knob(knob: Knob, value: Any) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{knob.name} must be a finite number, got {value!r}")
     if knob.most is not None and isinstance(value, (int, float)) and value > knob.most:
-        raise ConfigError(f"{knob.name} must be at most {knob.most}, got {value!r}")
+        raise ConfigError(
+            f"{knob.name} must be at most {schema.show_limit(knob.most)}, got {value!r}"
+        )
     if knob.least is not None and (value <= knob.least if knob.positive else value < knob.least):
         if knob.positive or knob.least == 1:
             least = "positive" if knob.type is not int else "a positive integer"

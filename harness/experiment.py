@@ -402,7 +402,7 @@ class ResumeObserver(RunStorageObserver):
     def __init__(
         self,
         run_dir: Path,
-        state: dict[str, Any],
+        state: dict[str, Any] | None,
         keep_through_step: int,
         drop_eval_step: int | None,
         run_lock: int,
@@ -436,13 +436,14 @@ class ResumeObserver(RunStorageObserver):
             self.info = {}
             self.cout = ""
             self.cout_write_cursor = 0
-            rundir.truncate_metrics(
-                self.run_dir, self.keep_through_step, self.drop_eval_step, EVAL_METRIC_NAMES
-            )
+            # no checkpoint (state None): restarted from scratch, so no metric row is kept
+            keep = self.keep_through_step if self.state is not None else -1
+            rundir.truncate_metrics(self.run_dir, keep, self.drop_eval_step, EVAL_METRIC_NAMES)
             self.save_json(self.config, rundir.CONFIG)
+            how = "from step" if self.state is not None else "from scratch (no checkpoint), step"
             rundir.append_cout(
                 self.run_dir,
-                f"--- resumed {start_time.isoformat()} from step "
+                f"--- resumed {start_time.isoformat()} {how} "
                 f"{self.keep_through_step} (pid {os.getpid()}) ---\n",
             )
             self.save_json(self.run_entry, rundir.RUN)
@@ -516,7 +517,8 @@ def resume_run(
         process_started_at=process_started_at(),
     )
     try:
-        trainer.restore(observer.state, reopen=bool(observer.note.get("reopened")))
+        if observer.state is not None:  # None: no checkpoint, restarted from scratch
+            trainer.restore(observer.state, reopen=bool(observer.note.get("reopened")))
         return trainer.train()
     finally:
         trainer.close()

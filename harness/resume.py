@@ -38,9 +38,18 @@ the count): a long run moves to a machine with more cores, and back. config.json
 then holds the count in force and the ``resumed`` entry the one before. Refused
 for a run whose population is ``population_per_worker`` x workers.
 
+A run killed before its first checkpoint (SIGKILL in its first seconds, while it
+started its workers) is RUNNING or INTERRUPTED with nothing to continue from: it is
+restarted from scratch in the same record, with its stored config, and says so in one
+line. Its metrics, if any, are dropped; its ``resumed`` entry has ``from_scratch``.
+
 What is reproduced: for the ES family (optimes, cma, nevergrad-es, ng:NAME),
-every metric except timings and byte counts is identical to an uninterrupted
-run, whatever the step of the interrupt and the worker count. For PPO/A2C the
+every metric except timings is identical to an uninterrupted run, whatever the step
+of the interrupt and the worker count. The byte counts (``bytes_to_workers``,
+``bytes_from_workers``) are identical too when the run resumes with the same worker
+count and backend; they measure the messages, so other worker counts send other
+chunks, and in replicated mode (``sync=seeds``) the first generation after a resume
+also carries the full optimizer state to the fresh workers. For PPO/A2C the
 checkpoint holds stable-baselines3's ``model.save`` (weights, optimizer state,
 counters) and the RNG states, but not the training episodes in flight (the
 envs restart from seeds derived from the run seed and the timestep count) nor
@@ -73,6 +82,9 @@ from harness.user_modules import UntrustedImportError, load_run_modules
 
 #: A RUNNING record from another host with a heartbeat younger than this is taken as alive.
 STALE_HEARTBEAT_S = 120.0
+#: Statuses of a run without a checkpoint that resume restarts from scratch (a run killed,
+#: or stopped by a signal the latch could not act on, before its step-0 checkpoint).
+FROM_SCRATCH = ("RUNNING", "INTERRUPTED")
 #: Keys that may differ between the stored config and the checkpoint's.
 MUTABLE_KEYS = (*BUDGET_KEYS, "ray_address")
 #: May differ too, unless the population is ``population_per_worker`` x workers.
@@ -133,10 +145,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_json(path: Path) -> Any:
+    """A JSON file of the run, read within the size limit of every run file
+    (:func:`harness.rundir.read_json_bytes`); a one-line :class:`UsageError` otherwise."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        data = rundir.read_json_bytes(path)
+    except rundir.MissingRunFile:
         raise UsageError(f"{path.parent} is not a run directory: no {path.name}") from None
+    except rundir.UnreadableRun as error:
+        raise UsageError(f"run {path.parent}: {error}") from None
+    try:
+        return json.loads(data.decode("utf-8"))
     except json.JSONDecodeError as error:
         raise UsageError(
             f"{path} is damaged: {error.msg} at line {error.lineno} column {error.colno}"
@@ -146,8 +164,8 @@ def _read_json(path: Path) -> Any:
             f"{path} is damaged: byte {error.object[error.start]:#04x} at offset "
             f"{error.start} is not UTF-8"
         ) from None
-    except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror}") from None
+    except RecursionError:
+        raise UsageError(f"{path} is damaged: nested too deeply") from None
 
 
 def _resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -209,6 +227,11 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise UsageError(f"run directory {str(run_dir)!r} does not exist")
     entry = _read_json(run_dir / rundir.RUN)
+    if not (run_dir / rundir.CONFIG).exists() and isinstance(entry, dict):
+        raise UsageError(
+            f"run {run_dir.name} ({entry.get('status')}) stopped before it recorded its "
+            f"config ({rundir.CONFIG}): nothing to resume; start it again with `harness run`"
+        )
     stored = _read_json(run_dir / rundir.CONFIG)
     metrics_path = run_dir / rundir.METRICS
     metrics = _read_json(metrics_path) if metrics_path.exists() else {}
@@ -221,6 +244,8 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         load_run_modules(run_dir, stored, getattr(args, "imports", None) or [])
     except (UntrustedImportError, ConfigError) as error:
         raise UsageError(str(error)) from None
+    if not (run_dir / CHECKPOINT_NAME).exists() and entry.get("status") in FROM_SCRATCH:
+        return _plan_from_scratch(run_dir, entry, stored, args)
     try:
         state = load_checkpoint(
             run_dir / CHECKPOINT_NAME, trust_legacy=bool(args.trust_legacy_checkpoint)
@@ -270,16 +295,7 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             f"metrics.json of run {name} lacks steps {missing[0]}..{missing[-1]} before its "
             f"checkpoint (step {progress.step}); --force continues with the gap"
         )
-    if status == "RUNNING" and not args.force:
-        head = entry.get("head") or {}
-        age = rundir.heartbeat_age_s(entry)
-        other_host = head.get("hostname", entry.get("host", {}).get("hostname"))
-        alive = age is not None and age < STALE_HEARTBEAT_S
-        if other_host not in (None, socket.gethostname()) and alive:
-            raise UsageError(
-                f"run {name} is RUNNING on {other_host} (heartbeat {age:.0f}s ago); "
-                "--force resumes it anyway"
-            )
+    _refuse_live_elsewhere(entry, name, args)
     if config["backend"] == "ray":
         check_ray_address(config.get("ray_address"))
     return {
@@ -291,6 +307,57 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         "drop_eval_step": drop_eval_step,
         "note": {
             "reopened": reopened,
+            "budget": {key: config[key] for key in BUDGET_KEYS},
+            "previous_budget": {key: stored.get(key) for key in BUDGET_KEYS},
+            **(
+                {WORKERS: config[WORKERS], "previous_workers": stored.get(WORKERS)}
+                if config.get(WORKERS) != stored.get(WORKERS)
+                else {}
+            ),
+        },
+    }
+
+
+def _refuse_live_elsewhere(entry: dict[str, Any], name: str, args: argparse.Namespace) -> None:
+    """Refuse a RUNNING record of another host with a recent heartbeat (unless --force)."""
+    if entry.get("status") != "RUNNING" or args.force:
+        return
+    head = entry.get("head") or {}
+    age = rundir.heartbeat_age_s(entry)
+    other_host = head.get("hostname", (entry.get("host") or {}).get("hostname"))
+    alive = age is not None and age < STALE_HEARTBEAT_S
+    if other_host not in (None, socket.gethostname()) and alive:
+        raise UsageError(
+            f"run {name} is RUNNING on {other_host} (heartbeat {age:.0f}s ago); "
+            "--force resumes it anyway"
+        )
+
+
+def _plan_from_scratch(
+    run_dir: Path, entry: dict[str, Any], stored: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The plan for a run stopped before its first checkpoint: run it again from step 0.
+
+    A SIGKILL in a run's first seconds (imports, workers starting) leaves its record
+    RUNNING with a config but no checkpoint; refusing it would leave the user a dead
+    record and a command that cannot finish it. Nothing was trained yet, so running
+    the stored config from scratch in the same record loses nothing.
+    """
+    config = _resumed_config(stored, args)
+    _refuse_live_elsewhere(entry, run_dir.name, args)
+    if config["backend"] == "ray":
+        check_ray_address(config.get("ray_address"))
+    return {
+        "config": config,
+        "state": None,
+        "progress": None,
+        "status": entry.get("status"),
+        "keep_through_step": 0,
+        "drop_eval_step": None,
+        "from_scratch": True,
+        "note": {
+            "from_scratch": True,
+            "reopened": False,
             "budget": {key: config[key] for key in BUDGET_KEYS},
             "previous_budget": {key: stored.get(key) for key in BUDGET_KEYS},
             **(
@@ -323,10 +390,16 @@ def run(args: argparse.Namespace) -> int:
         lock,
         plan["note"],
     )
-    print(
-        f"resuming run {run_dir.name} ({plan['status']}) from step "
-        f"{plan['keep_through_step']}: {run_dir}"
-    )
+    if plan.get("from_scratch"):
+        print(
+            f"run {run_dir.name} ({plan['status']}) stopped before its first checkpoint: "
+            f"restarting it from scratch with its stored config: {run_dir}"
+        )
+    else:
+        print(
+            f"resuming run {run_dir.name} ({plan['status']}) from step "
+            f"{plan['keep_through_step']}: {run_dir}"
+        )
     try:
         sacred_run = start_run(plan["config"], [observer], command="resume_run")
     except Exception as error:

@@ -41,10 +41,12 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
+import io
 import json
 import os
 import secrets
 import socket
+import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,17 +66,22 @@ __all__ = [
     "RUN",
     "STATUSES",
     "SUMMARY",
+    "ArchiveLimits",
+    "ArchiveRefused",
     "MissingRunFile",
     "RecordWriteError",
     "RunHeader",
     "RunRecord",
     "UnreadableRun",
     "append_cout",
+    "archive_limits",
     "atomic_write",
     "find_run_dirs",
     "head_info",
     "heartbeat_age_s",
     "is_run_dir",
+    "json_max_bytes",
+    "limits_help",
     "lock_holder",
     "lock_run_dir",
     "merge_metrics",
@@ -82,9 +89,11 @@ __all__ = [
     "overwrite_json_in_place",
     "read_header",
     "read_json",
+    "read_json_bytes",
     "read_metrics",
     "read_run",
     "read_status",
+    "remove_stale_extractions",
     "resumed_entry",
     "run_dirs",
     "run_is_dead",
@@ -266,17 +275,47 @@ def head_info() -> dict[str, Any]:
 # -- status ---------------------------------------------------------------------------------
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file of a run; :class:`UnreadableRun` (one line naming the file) otherwise."""
+def read_json_bytes(path: Path) -> bytes:
+    """The bytes of a JSON file of a run, read within :func:`json_max_bytes`.
+
+    The file is read only when it is a regular file of at most the limit
+    (``HARNESS_JSON_MAX_BYTES``): a run directory may come from someone else, and a 1 GB
+    ``metrics.json`` (or a link to ``/dev/zero``, or a FIFO) would otherwise take the
+    reading command's memory, or hang it, before any check could say no. Raises
+    :class:`MissingRunFile` or :class:`UnreadableRun`, one line naming the file.
+    """
+    limit = json_max_bytes()
     try:
-        text = path.read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise MissingRunFile(f"{path.name} is missing") from None
     except OSError as error:
         raise UnreadableRun(f"cannot read {path.name}: {error.strerror}") from None
+    try:
+        with os.fdopen(fd, "rb") as stream:
+            info = os.fstat(stream.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise UnreadableRun(f"{path.name} is not a regular file")
+            if info.st_size > limit:
+                raise UnreadableRun(_json_too_big(path, info.st_size, limit))
+            data = stream.read(limit + 1)  # the file may have grown since fstat
+    except OSError as error:
+        raise UnreadableRun(f"cannot read {path.name}: {error.strerror}") from None
+    if len(data) > limit:
+        raise UnreadableRun(_json_too_big(path, len(data), limit))
+    return data
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file of a run, read within the size limit (:func:`read_json_bytes`);
+    :class:`UnreadableRun` (one line naming the file) otherwise."""
+    data = read_json_bytes(path)
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:  # one stray byte: damaged like any other corruption
         raise UnreadableRun(
-            f"{path.name} is corrupt (byte {error.object[error.start]:#04x} at offset "
+            f"{path.name} is corrupt (byte {data[error.start]:#04x} at offset "
             f"{error.start} is not UTF-8)"
         ) from None
     try:
@@ -285,6 +324,15 @@ def read_json(path: Path) -> Any:
         raise UnreadableRun(
             f"{path.name} is truncated or corrupt ({error.msg} at line {error.lineno})"
         ) from None
+    except RecursionError:  # [[[[...]]]] nested deeper than the parser's stack
+        raise UnreadableRun(f"{path.name} is corrupt (nested too deeply)") from None
+
+
+def _json_too_big(path: Path, size: int, limit: int) -> str:
+    return (
+        f"{path.name} is {format_size(size)}, over the {format_size(limit)} limit for a run "
+        f"file (set {JSON_MAX_BYTES_ENV} to read it)"
+    )
 
 
 def read_status(run_dir: Path) -> str | None:
@@ -583,33 +631,285 @@ def write_run_archive(runs: Sequence[Path], out: Path, also: Sequence[str] = ())
     atomic_write(out, [packed], prefix=f".{out.name}-")
 
 
+# -- reading limits ---------------------------------------------------------------------------
+#
+# An archive or a run directory may come from someone else (a pull request, a download), and
+# reading it must not be able to fill the memory or the disk: a 156 KB ``.tar.xz`` can hold
+# a 1 GB ``metrics.json``. The defaults are far above what real records need (the committed
+# archives under reports/ unpack to at most 31 MB, 200 members, 4.7 MB for the largest
+# member; a metrics row takes about 70 bytes, so 128 MiB is about two million rows) and
+# each can be raised through its environment variable (a byte count, or with K, M or G).
+
+#: Largest file read from a run directory (config, run, metrics, summary JSON).
+JSON_MAX_BYTES = 128 * 2**20
+JSON_MAX_BYTES_ENV = "HARNESS_JSON_MAX_BYTES"
+#: Largest unpacked size of one member of a run archive.
+ARCHIVE_MAX_MEMBER_BYTES = 128 * 2**20
+ARCHIVE_MAX_MEMBER_BYTES_ENV = "HARNESS_ARCHIVE_MAX_MEMBER_BYTES"
+#: Largest unpacked size of a whole run archive.
+ARCHIVE_MAX_TOTAL_BYTES = 512 * 2**20
+ARCHIVE_MAX_TOTAL_BYTES_ENV = "HARNESS_ARCHIVE_MAX_TOTAL_BYTES"
+#: Most members (files and folders) of a run archive.
+ARCHIVE_MAX_MEMBERS = 10_000
+ARCHIVE_MAX_MEMBERS_ENV = "HARNESS_ARCHIVE_MAX_MEMBERS"
+#: Most memory the xz decoder may take (the dictionary of ``xz -9`` needs 65 MiB; a
+#: hostile header can ask for 1.5 GiB).
+XZ_MEMORY_LIMIT = 256 * 2**20
+
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def format_size(size: int) -> str:
+    """A byte count for messages: ``512 MiB``, ``1.5 GiB``, ``900 bytes``."""
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor:
+            return f"{size / factor:.4g} {unit}"
+    return f"{size} bytes"
+
+
+def _limit_from_env(name: str, default: int) -> int:
+    """A limit from the environment (``1000000``, ``512M``, ``2G``, ``2GiB``), else ``default``.
+
+    A value that is not a positive size is refused (one line naming the variable): silently
+    falling back would hide that the user's limit is not in force.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    text = raw.upper().removesuffix("IB").removesuffix("B")
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS and not text[-1:].isdigit() else ""
+    number = text[: len(text) - len(unit)].strip()
+    if not number.isdigit() or int(number) <= 0:
+        raise UnreadableRun(f"{name}={raw!r} is not a size (a positive byte count, or 512M, 2G)")
+    return int(number) * _SIZE_UNITS[unit]
+
+
+def json_max_bytes() -> int:
+    """The size limit of one JSON file of a run (:data:`JSON_MAX_BYTES`, or the environment's)."""
+    return _limit_from_env(JSON_MAX_BYTES_ENV, JSON_MAX_BYTES)
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """How much one run archive may unpack to (see :func:`archive_limits`)."""
+
+    member_bytes: int = ARCHIVE_MAX_MEMBER_BYTES
+    total_bytes: int = ARCHIVE_MAX_TOTAL_BYTES
+    members: int = ARCHIVE_MAX_MEMBERS
+
+
+def archive_limits() -> ArchiveLimits:
+    """The limits in force: the module's defaults, or the environment's variables."""
+    return ArchiveLimits(
+        _limit_from_env(ARCHIVE_MAX_MEMBER_BYTES_ENV, ARCHIVE_MAX_MEMBER_BYTES),
+        _limit_from_env(ARCHIVE_MAX_TOTAL_BYTES_ENV, ARCHIVE_MAX_TOTAL_BYTES),
+        _limit_from_env(ARCHIVE_MAX_MEMBERS_ENV, ARCHIVE_MAX_MEMBERS),
+    )
+
+
+def limits_help() -> str:
+    """The reading limits and how to raise them, for a command's ``--help``."""
+    return (
+        "reading limits (stored runs and archives may come from someone else): a run's "
+        f"JSON file at most {format_size(JSON_MAX_BYTES)} ({JSON_MAX_BYTES_ENV}); a run "
+        f"archive at most {format_size(ARCHIVE_MAX_TOTAL_BYTES)} unpacked "
+        f"({ARCHIVE_MAX_TOTAL_BYTES_ENV}), {format_size(ARCHIVE_MAX_MEMBER_BYTES)} per member "
+        f"({ARCHIVE_MAX_MEMBER_BYTES_ENV}) and {ARCHIVE_MAX_MEMBERS:,} members "
+        f"({ARCHIVE_MAX_MEMBERS_ENV}); set a variable (bytes, or 512M, 2G) to raise a limit"
+    )
+
+
+class _XzReader(io.RawIOBase):
+    """The decompressed bytes of an xz (or legacy lzma) file, read as a stream.
+
+    Unlike :class:`lzma.LZMAFile`, the decoder has a memory limit (:data:`XZ_MEMORY_LIMIT`)
+    and no read ever returns more than was asked for. Data after the first stream is
+    ignored (the harness writes one stream; tar's end marker comes before it anyway).
+    """
+
+    CHUNK = 64 * 2**10
+
+    def __init__(self, raw: Any) -> None:
+        import lzma
+
+        super().__init__()
+        self._raw = raw
+        self._decoder = lzma.LZMADecompressor(lzma.FORMAT_AUTO, memlimit=XZ_MEMORY_LIMIT)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        while not self._decoder.eof:
+            if self._decoder.needs_input:
+                chunk = self._raw.read(self.CHUNK)
+                if not chunk:
+                    raise EOFError("the compressed data ends early (a truncated archive)")
+            else:
+                chunk = b""
+            data = self._decoder.decompress(chunk, len(view))
+            if data:
+                view[: len(data)] = data
+                return len(data)
+        return 0
+
+
+class ArchiveRefused(UnreadableRun):
+    """A run archive over a reading limit; the message names the archive, the member, the
+    limit and the variable that raises it."""
+
+
+def _unpack_bounded(path: Path, staging: Path, limits: ArchiveLimits) -> None:
+    """Unpack run archive ``path`` into ``staging``, member by member, within ``limits``.
+
+    Streamed: each member's header is checked (count, declared size, running total) before
+    its data is read, and the bytes actually written are counted too, so no member can
+    write more than its header said. tarfile's ``data`` filter judges every member (no
+    absolute paths, nothing outside ``staging``, no devices); only regular files and
+    folders are created (a run archive holds nothing else, so links are skipped).
+    """
+    import tarfile
+
+    staging.mkdir()
+    members = 0
+    total = 0
+
+    def refuse(what: str) -> ArchiveRefused:
+        return ArchiveRefused(f"{path}: refused, {what}")
+
+    with open(path, "rb") as raw, _XzReader(raw) as xz:
+        buffered = io.BufferedReader(xz, buffer_size=_XzReader.CHUNK)
+        with tarfile.open(fileobj=buffered, mode="r|") as tar:
+            for member in tar:
+                members += 1
+                if members > limits.members:
+                    raise refuse(
+                        f"it holds more than {limits.members:,} members "
+                        f"(set {ARCHIVE_MAX_MEMBERS_ENV} to read it)"
+                    )
+                if member.size > limits.member_bytes:
+                    raise refuse(
+                        f"member {member.name!r} unpacks to {format_size(member.size)}, over "
+                        f"the {format_size(limits.member_bytes)} limit per member "
+                        f"(set {ARCHIVE_MAX_MEMBER_BYTES_ENV} to read it)"
+                    )
+                if total + member.size > limits.total_bytes:
+                    raise refuse(
+                        f"it unpacks to more than {format_size(limits.total_bytes)} "
+                        f"(at member {member.name!r}; set {ARCHIVE_MAX_TOTAL_BYTES_ENV} "
+                        "to read it)"
+                    )
+                checked = tarfile.data_filter(member, str(staging))
+                target = staging / checked.name
+                if checked.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                if not checked.isreg():
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                if source is None:
+                    continue
+                written = 0
+                with open(target, "wb") as out:
+                    while chunk := source.read(_XzReader.CHUNK):
+                        written += len(chunk)
+                        if written > member.size or total + written > limits.total_bytes:
+                            raise refuse(
+                                f"member {member.name!r} unpacks to more than it declares "
+                                f"({format_size(member.size)}) or past the archive's limit"
+                            )
+                        out.write(chunk)
+                total += written
+
+
 _EXTRACTED: dict[tuple[Path, int, int], Path] = {}
+#: Prefix of the temporary folders archives are unpacked to; the unpacking process's id
+#: follows, so folders left by a killed process can be told apart (see below).
+EXTRACT_PREFIX = "harness-archive-"
+#: Age after which a dead process's unpacked archive is removed by the next unpacking.
+STALE_EXTRACTION_S = 3600.0
+
+
+def remove_stale_extractions(folder: Path | None = None) -> list[Path]:
+    """Remove the unpacked archives of processes that are gone; return what was removed.
+
+    A process removes its own at exit, but not when it is SIGKILLed. A folder counts as
+    stale only when the process id in its name is not alive here and it has not changed
+    for :data:`STALE_EXTRACTION_S` (a process of another PID namespace sharing ``/tmp``
+    keeps its folder fresh while it unpacks; after that it reads, not writes, so the age
+    is a guard, not a proof). Folders of older harness versions (no id) are left alone.
+    """
+    import shutil
+    import tempfile
+    import time
+
+    folder = Path(tempfile.gettempdir()) if folder is None else folder
+    removed: list[Path] = []
+    now = time.time()
+    try:
+        entries = list(folder.glob(f"{EXTRACT_PREFIX}p*-*"))
+    except OSError:
+        return removed
+    for entry in entries:
+        pid_text = entry.name[len(EXTRACT_PREFIX) + 1 :].partition("-")[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+            continue  # alive (or reused: then it stays, which is safe)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue  # another user's live process; or a name no process can have
+        try:
+            if now - entry.lstat().st_mtime < STALE_EXTRACTION_S or entry.is_symlink():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
 
 
 def extract_run_archive(path: Path) -> Path:
     """Unpack a run archive once per process into a temporary folder; return its runs dir.
 
     The runs dir is named after the archive (``NAME.tar.xz`` -> ``.../NAME``), so run
-    labels read ``NAME/<id>``; members are extracted with tarfile's ``data`` filter
-    (no links out, no absolute paths, no special files).
+    labels read ``NAME/<id>``. Unpacking is bounded (:func:`archive_limits`) and every
+    member goes through tarfile's ``data`` filter (no links out, no absolute paths, no
+    special files); an archive over a limit or damaged raises :class:`UnreadableRun` (one
+    line) and leaves nothing behind. The folder is removed at exit; folders that killed
+    processes left are removed by a later unpacking (:func:`remove_stale_extractions`).
     """
     import atexit
+    import lzma
     import shutil
     import tarfile
     import tempfile
 
-    stat = path.stat()
-    key = (path.resolve(), stat.st_mtime_ns, stat.st_size)  # a rewritten archive is new
+    limits = archive_limits()
+    info = path.stat()
+    key = (path.resolve(), info.st_mtime_ns, info.st_size)  # a rewritten archive is new
     if key in _EXTRACTED:
         return _EXTRACTED[key]
-    root = Path(tempfile.mkdtemp(prefix="harness-archive-"))
+    remove_stale_extractions()
+    root = Path(tempfile.mkdtemp(prefix=f"{EXTRACT_PREFIX}p{os.getpid()}-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     staging = root / ".staging"
     try:
-        with tarfile.open(path, mode="r:xz") as tar:
-            tar.extractall(staging, filter="data")
-    except (tarfile.TarError, OSError, EOFError) as error:
-        raise UnreadableRun(f"{path} is not a readable run archive: {error}") from None
+        _unpack_bounded(path, staging, limits)
+    except UnreadableRun:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    except (tarfile.TarError, OSError, EOFError, lzma.LZMAError) as error:
+        shutil.rmtree(root, ignore_errors=True)
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise UnreadableRun(f"{path} is not a readable run archive: {reason}") from None
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
     target = root / path.name.removesuffix(ARCHIVE_SUFFIX)
     if (staging / "runs").is_dir():
         (staging / "runs").rename(target)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import decimal
 import math
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,6 +37,14 @@ RL: frozenset[str] = frozenset({"rl"})
 ALL: frozenset[str] = frozenset({"es", "rl"})
 #: The largest run seed: Sacred seeds numpy's legacy global generator with it (32 bits).
 SEED_MAX = 2**32 - 1
+#: Largest budgets accepted. Far beyond any run this harness can make (10^12 timesteps is
+#: a year at 30,000 steps a second), they exist so that a typo such as ``--timesteps 1e30``
+#: is refused with the limit named, instead of starting a run that cannot end, overflowing
+#: int64 columns of its records or printing absurd estimates.
+MAX_TIMESTEPS = 10**12
+MAX_GENERATIONS = 10**9
+#: Seconds, for ``time_limit`` and ``cpu_limit``: about 32 years.
+MAX_BUDGET_SECONDS = 1e9
 
 
 @dataclass(frozen=True)
@@ -230,6 +239,7 @@ KNOBS: tuple[Knob, ...] = (
         metavar="T",
         settable=True,
         least=1,
+        most=MAX_TIMESTEPS,
         nullable=True,
         per_env=True,
     ),
@@ -243,6 +253,7 @@ KNOBS: tuple[Knob, ...] = (
         metavar="G",
         settable=True,
         least=1,
+        most=MAX_GENERATIONS,
         nullable=True,
         per_env=True,
     ),
@@ -257,6 +268,7 @@ KNOBS: tuple[Knob, ...] = (
         settable=True,
         least=0,
         positive=True,
+        most=MAX_BUDGET_SECONDS,
         nullable=True,
         per_env=True,
     ),
@@ -272,6 +284,7 @@ KNOBS: tuple[Knob, ...] = (
         settable=True,
         least=0,
         positive=True,
+        most=MAX_BUDGET_SECONDS,
         nullable=True,
         per_env=True,
         default_is_the_old_behaviour=True,
@@ -615,7 +628,16 @@ def parse_number(text: str, integer: bool = False) -> int | float | None:
         return float(number)
     if not number.is_finite() or number != number.to_integral_value():
         return None
+    if number.adjusted() >= (sys.get_int_max_str_digits() or 4300):
+        # ``1e999999999`` is integral, but building its billion digits takes minutes; int()
+        # refuses a decimal string that long too (Python's own guard, 4300 digits).
+        return None
     return int(number)
+
+
+def show_limit(limit: float) -> str:
+    """A bound for messages: ``1,000,000,000,000`` rather than ``1e+12``."""
+    return f"{int(limit):,}" if float(limit).is_integer() else f"{limit:g}"
 
 
 def integer_type(noun: str) -> Any:
@@ -651,7 +673,9 @@ def flag_type(knob: Knob) -> Any:
             least = "positive" if knob.positive or knob.least == 1 else f">= {knob.least:g}"
             raise argparse.ArgumentTypeError(f"{noun} must be {least}, got {value}")
         if knob.most is not None and value > knob.most:
-            raise argparse.ArgumentTypeError(f"{noun} must be at most {knob.most}, got {value}")
+            raise argparse.ArgumentTypeError(
+                f"{noun} must be at most {show_limit(knob.most)}, got {text.strip()}"
+            )
         return value
 
     parse.__name__ = noun  # argparse names the type in some messages

@@ -22,11 +22,16 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from harness import rundir
 from harness.benchmark.carry import (
+    ARCHIVE,
+    UNFINISHED,
     adopt_unfinished,
     archived_completed,
+    archived_runs,
     carried_ahead,
     cpu_seconds_per_timestep,
+    task_folder,
     unfinished_here,
     unfinished_runs,
 )
@@ -36,7 +41,7 @@ from harness.benchmark.spec import (
     load_benchmark,
     measured_random_scores,
 )
-from harness.commands import UsageError, check_runs_dir
+from harness.commands import UsageError, check_runs_dir, check_writable_dir
 
 DEFAULT_FILE = Path("experiments/benchmark.yaml")
 DEFAULT_OUT = Path("reports/benchmark")
@@ -130,8 +135,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result: int = args.benchmark_run(args)
+    """Run the sub-command; a damaged or hostile archive (or run record) is a usage error.
+
+    As in ``harness report``: one line naming the archive (:class:`rundir.UnreadableRun`,
+    size limits included), exit status 2, and the archives are read before anything is
+    written, so a refused one leaves the runs directory and the report folder as they were.
+    """
+    try:
+        result: int = args.benchmark_run(args)
+    except rundir.UnreadableRun as error:
+        raise UsageError(str(error)) from None
     return result
+
+
+def _check_archives(bench: Benchmark, folder: Path) -> None:
+    """Read every archive the committed folder holds for ``bench``'s tasks, up front.
+
+    Unpacking is cached per process, so the later reads cost nothing; a damaged or
+    over-limit archive raises :class:`rundir.UnreadableRun` before anything is written.
+    """
+    for task in bench.tasks:
+        for name in (ARCHIVE, UNFINISHED):
+            archived_runs(task_folder(folder, task.env) / name)
 
 
 def _load(args: argparse.Namespace) -> Benchmark:
@@ -155,6 +180,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from harness.sweep.store import completed_runs, find_completed
 
     bench = _load(args)
+    _check_archives(bench, args.archive_dir)
     done = completed_runs(args.runs_dir) if args.runs_dir.is_dir() else []
     archived = archived_completed(bench, args.archive_dir)
     measured: dict[tuple[str, str], list[float]] = {}
@@ -173,9 +199,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             pending.append(cell)
             continue
         try:
-            summary = json.loads((run_dir / "summary.json").read_text())
+            summary = rundir.read_json(run_dir / rundir.SUMMARY)  # bounded: may be anyone's
             cpu_s = float(summary["cpu_seconds"])
-        except (OSError, ValueError, KeyError, TypeError):  # a run of an older harness
+        except (rundir.UnreadableRun, ValueError, KeyError, TypeError):  # an older harness's
             cpu_s = bench.cost_of(cell)
         measured.setdefault((task.env, str(cell.config["algo"])), []).append(cpu_s)
         row[1] += 1
@@ -274,6 +300,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise UsageError(f"--jobs must be a positive integer, got {args.jobs}")
     check_runs_dir(args.runs_dir)
+    _check_archives(bench, args.archive_dir)  # a refused archive: nothing written yet
     args.runs_dir.mkdir(parents=True, exist_ok=True)
     reference = measured_random_scores(args.runs_dir)
     if not reference.is_file():
@@ -342,7 +369,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     bench = _load(args)
     if args.runs_dir is not None and not args.runs_dir.is_dir():
         raise UsageError(f"runs directory {str(args.runs_dir)!r} does not exist")
-    carried = write_benchmark_report(bench, args.runs_dir, args.out, args.summary)
+    check_writable_dir(args.out, "--out")
+    check_writable_dir(args.summary.parent, "--summary's folder")
+    if args.summary.exists() and not os.access(args.summary, os.W_OK):
+        raise UsageError(f"--summary {str(args.summary)!r} is not writable")
+    _check_archives(bench, args.out)  # a refused archive: nothing written yet
+    try:
+        carried = write_benchmark_report(bench, args.runs_dir, args.out, args.summary)
+    except OSError as error:  # a file of the folder read-only, the disk full
+        where = f" {error.filename}" if error.filename else ""
+        raise UsageError(
+            f"cannot write the benchmark report{where}: {error.strerror or error}"
+        ) from None
     if any(carried.values()):
         print(
             "benchmark: unfinished runs carried in the report folder: "

@@ -11,7 +11,6 @@ reading those two small JSON files.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -453,8 +452,8 @@ def _read_artifact_json(record: Any, name: str) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = rundir.read_json(path)  # bounded: the run may come from someone else
+    except rundir.UnreadableRun:
         return {}
     return data if isinstance(data, dict) else {}
 

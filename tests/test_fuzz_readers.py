@@ -1,0 +1,355 @@
+"""Fuzzing what the harness reads from files others made: sweep files, run directories,
+run archives and stored policy specs.
+
+Every input must end in a result or in one of the harness's own one-line errors
+(:class:`~harness.sweep.spec.SweepError`, :class:`~harness.config.ConfigError`,
+:class:`~harness.rundir.UnreadableRun`, :class:`~harness.policy_io.PolicyLoadError`),
+never in another exception: a traceback on a damaged or hostile file is a bug.
+
+Slow on purpose (``slow`` marker): each property runs a few hundred generated inputs, and
+a sweep file is validated by building every cell's config as ``harness run`` does; the
+settings below keep the whole file under a minute. Nothing generated names a real module
+to import (a sweep's ``imports``), so fuzzing never runs outside code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import tarfile
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from harness import rundir  # noqa: E402
+from harness.config import ConfigError  # noqa: E402
+from harness.sweep.spec import SweepError, load_sweep  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+#: Bounded: under a minute for the whole file on a loaded 2-core machine.
+FUZZ = settings(
+    max_examples=400,
+    deadline=None,
+    derandomize=True,  # the same inputs on every run: a failure reproduces
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# -- values a file may hold ----------------------------------------------------------------
+
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["", "auto", "CartPole", "optimes", "ppo", "~", "null", "1e30", "x" * 50]),
+    st.text(max_size=12),
+)
+JSON_VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, allow_nan=True)
+
+
+# -- sweep files -----------------------------------------------------------------------------
+
+GRID_VALUES = st.one_of(
+    SCALARS,
+    st.lists(SCALARS, max_size=3),
+    st.lists(st.sampled_from(["optimes", "cma", "ppo", "CartPole", "Pendulum"]), max_size=3),
+)
+SWEEP_DATA = st.fixed_dictionaries(
+    {
+        "name": st.one_of(st.sampled_from(["fuzz", "a.b-c_1"]), SCALARS),
+        "grid": st.one_of(
+            SCALARS,
+            st.dictionaries(
+                st.sampled_from(
+                    [
+                        *("algo", "env", "seed", "workers", "episodes", "sigma", "population"),
+                        *("lr", "policy.kind", "timesteps", "bogus"),
+                    ]
+                ),
+                GRID_VALUES,
+                max_size=5,
+            ),
+        ),
+    },
+    optional={
+        "budget": st.one_of(
+            SCALARS, st.dictionaries(st.sampled_from(["timesteps", "generations", "x"]), SCALARS)
+        ),
+        "set": st.one_of(
+            SCALARS,
+            st.lists(
+                st.one_of(
+                    st.sampled_from(["sigma=", "sigma=null", "population=~", "lr=0.1", "=", "a"]),
+                    st.text(max_size=15),
+                ),
+                max_size=3,
+            ),
+        ),
+        "jobs": SCALARS,
+        "backend": SCALARS,
+        "imports": st.sampled_from([None, [], "no_such_module_fuzz", ["no_such_module_fuzz"], 3]),
+        "overrides": st.one_of(SCALARS, st.dictionaries(st.text(max_size=8), GRID_VALUES)),
+        "description": SCALARS,
+    },
+)
+
+
+#: Sweep files that pass the first checks (a name, an algo and an env that exist), so the
+#: generated values reach the cells' configs.
+NEAR_VALID_SWEEP = st.fixed_dictionaries(
+    {
+        "name": st.just("fuzz"),
+        "grid": st.fixed_dictionaries(
+            {
+                "algo": st.sampled_from([["optimes"], ["cma"], ["ppo"], ["optimes", "ppo"]]),
+                "env": st.just(["CartPole"]),
+            },
+            optional={
+                key: st.one_of(st.lists(st.integers(-1, 4), min_size=1, max_size=2), GRID_VALUES)
+                for key in ("seed", "workers", "episodes", "sigma", "population", "lr")
+            },
+        ),
+        "budget": st.dictionaries(
+            st.sampled_from(["timesteps", "generations", "time_limit", "cpu_limit"]),
+            SCALARS,
+            min_size=1,
+            max_size=2,
+        ),
+    },
+    optional={
+        "set": st.lists(
+            st.builds(
+                "{}={}".format,
+                st.sampled_from(["sigma", "population", "lr", "workers", "policy.kind", "x"]),
+                st.one_of(SCALARS.map(str), st.text(max_size=6)),
+            ),
+            max_size=3,
+        ),
+        "backend": SCALARS,
+        "jobs": SCALARS,
+    },
+)
+
+
+def _load_sweep_text(text: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "sweep.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            load_sweep(path, max_cells=20)
+        except (SweepError, ConfigError) as error:
+            assert "\n" not in str(error), repr(str(error))
+
+
+@FUZZ
+@given(SWEEP_DATA)
+def test_sweep_files_built_from_keys(data: dict[str, Any]) -> None:
+    _load_sweep_text(json.dumps(data, allow_nan=True))  # JSON is YAML
+
+
+@FUZZ
+@given(NEAR_VALID_SWEEP)
+def test_sweep_files_near_valid(data: dict[str, Any]) -> None:
+    _load_sweep_text(json.dumps(data, allow_nan=True))
+
+
+@FUZZ
+@given(st.text(max_size=200))
+def test_sweep_files_of_any_text(text: str) -> None:
+    _load_sweep_text(text)
+
+
+# -- run directories -------------------------------------------------------------------------
+
+#: JSON nested past the parser's stack (json.loads raises RecursionError).
+DEEP = b'{"a": ' * 2000
+FLAT_CONTENT = st.one_of(
+    JSON_VALUES.map(_json_text).map(str.encode),
+    st.binary(max_size=64),
+    st.none(),  # the file is missing
+)
+FILE_CONTENT = st.one_of(FLAT_CONTENT, st.just(DEEP))
+METRICS = st.one_of(
+    FILE_CONTENT,
+    st.dictionaries(
+        st.sampled_from(["timesteps", "eval_return_mean", "bytes_to_workers", "x"]),
+        st.one_of(
+            JSON_VALUES,
+            st.fixed_dictionaries(
+                {
+                    "steps": st.lists(st.one_of(st.integers(-3, 5), SCALARS), max_size=4),
+                    "values": st.lists(SCALARS, max_size=4),
+                    "timestamps": st.lists(SCALARS, max_size=4),
+                }
+            ),
+        ),
+        max_size=3,
+    )
+    .map(_json_text)
+    .map(str.encode),
+)
+RUN_ENTRY = st.one_of(
+    FILE_CONTENT,
+    st.fixed_dictionaries(
+        {"status": st.one_of(st.sampled_from(rundir.STATUSES), SCALARS)},
+        optional={"heartbeat": SCALARS, "start_time": SCALARS, "resumed": JSON_VALUES},
+    )
+    .map(_json_text)
+    .map(str.encode),
+)
+
+
+def _write_run(folder: Path, files: dict[str, bytes | None]) -> Path:
+    run_dir = folder / "runs" / "1"
+    run_dir.mkdir(parents=True)
+    for name, content in files.items():
+        if content is not None:
+            (run_dir / name).write_bytes(content)
+    return run_dir
+
+
+@FUZZ
+@given(config=FILE_CONTENT, run=RUN_ENTRY, metrics=METRICS, summary=FILE_CONTENT)
+def test_run_directory_readers(
+    config: bytes | None, run: bytes | None, metrics: bytes | None, summary: bytes | None
+) -> None:
+    from harness.records import RunDirWarning, load_runs
+
+    with tempfile.TemporaryDirectory() as folder:
+        files = {"config.json": config, "run.json": run, "metrics.json": metrics}
+        run_dir = _write_run(Path(folder), {**files, "summary.json": summary})
+        for read in (rundir.read_run, rundir.read_header, rundir.read_metrics):
+            try:
+                read(run_dir)
+            except rundir.UnreadableRun as error:
+                assert "\n" not in str(error), repr(str(error))
+        for name in ("summary.json", "config.json"):
+            try:
+                rundir.read_json(run_dir / name)
+            except rundir.UnreadableRun as error:
+                assert "\n" not in str(error)
+        rundir.read_status(run_dir)
+        rundir.scan_runs(run_dir.parent)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RunDirWarning)
+            load_runs([run_dir.parent])
+
+
+# -- run archives ----------------------------------------------------------------------------
+
+
+def _small_archive() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in (
+            ("runs/1/config.json", b'{"algo": "optimes", "env": "CartPole"}'),
+            ("runs/1/run.json", b'{"status": "COMPLETED"}'),
+            ("runs/1/metrics.json", b"{}"),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return lzma.compress(buffer.getvalue(), preset=0)
+
+
+ARCHIVE = _small_archive()
+
+
+@FUZZ
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.lists(
+            st.tuples(st.integers(0, len(ARCHIVE) - 1), st.integers(0, 255)), min_size=1, max_size=4
+        ).map(lambda edits: _edited(ARCHIVE, edits)),
+        st.integers(0, len(ARCHIVE)).map(lambda n: ARCHIVE[:n]),
+    )
+)
+def test_run_archives_of_any_bytes(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "runs.tar.xz"
+        path.write_bytes(data)
+        try:
+            rundir.run_dirs(rundir.extract_run_archive(path))
+        except rundir.UnreadableRun as error:
+            assert "\n" not in str(error), repr(str(error))
+
+
+def _edited(data: bytes, edits: list[tuple[int, int]]) -> bytes:
+    changed = bytearray(data)
+    for offset, value in edits:
+        changed[offset] = value
+    return bytes(changed)
+
+
+# -- stored policy specs ---------------------------------------------------------------------
+
+SPEC = st.one_of(
+    FLAT_CONTENT,  # DEEP: see test_a_stored_policy_spec_nested_too_deeply
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "kind": st.one_of(st.sampled_from(["linear", "mlp", "lstm"]), SCALARS),
+            "obs_dim": st.one_of(st.integers(-2, 6), SCALARS),
+            "act_dim": st.one_of(st.integers(-2, 6), SCALARS),
+            "hidden_sizes": st.one_of(st.lists(st.integers(-1, 4), max_size=2), SCALARS),
+            "discrete": SCALARS,
+            "format": st.one_of(st.just("sb3"), SCALARS),
+            "bogus": SCALARS,
+        },
+    )
+    .map(_json_text)
+    .map(str.encode),
+)
+
+
+@FUZZ
+@given(spec=SPEC, params=st.integers(0, 8))
+def test_stored_policy_specs(spec: bytes | None, params: int) -> None:
+    from harness.policy_io import PolicyLoadError, load_stored
+
+    with tempfile.TemporaryDirectory() as folder:
+        run_dir = _write_run(Path(folder), {"policy_spec.json": spec})
+        np.save(run_dir / "final_params.npy", np.zeros(params, dtype=np.float32))
+        try:
+            act, _ = load_stored(run_dir)
+        except PolicyLoadError as error:
+            assert "\n" not in str(error), repr(str(error))
+        else:
+            assert callable(act)
+
+
+@pytest.mark.xfail(
+    raises=RecursionError,
+    strict=False,
+    reason="harness.policy_io.read_json lets json's RecursionError out (policy_io is owned "
+    "by another change; rundir.read_json refuses it in one line)",
+)
+def test_a_stored_policy_spec_nested_too_deeply() -> None:
+    from harness.policy_io import PolicyLoadError, load_stored
+
+    with tempfile.TemporaryDirectory() as folder:
+        run_dir = _write_run(Path(folder), {"policy_spec.json": DEEP})
+        np.save(run_dir / "final_params.npy", np.zeros(2, dtype=np.float32))
+        with pytest.raises(PolicyLoadError):
+            load_stored(run_dir)

@@ -1,0 +1,408 @@
+"""Nothing runs, or fills the machine, from a file someone else made: bounded reads,
+one-line refusals, quiet early Ctrl-C, resume without a checkpoint, exact byte counters.
+
+Every command runs as a real subprocess (``harness_cli``), as a user would run it. The
+decompression bomb is made here: a 160 MiB ``metrics.json`` of zeros packs into a few
+hundred KB of xz, past the 128 MiB member limit; the child's peak memory is read with
+``os.wait4`` (its own rusage, not the maximum over every child this pytest process ran).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import rundir
+from tests.conftest import ROOT, deterministic_metrics, harness_cli, only_run_dir, read_run
+
+#: Unpacked size of the bomb's metrics.json: just past the default per-member limit.
+BOMB_BYTES = rundir.ARCHIVE_MAX_MEMBER_BYTES + 32 * 2**20
+#: Peak memory the refused bomb may cost `harness report` (its imports alone take ~200 MB;
+#: unbounded, the same archive took 2.1 GB at 1 GB of zeros).
+BOMB_RSS_LIMIT = 400 * 2**20
+CARTPOLE = ("--algo", "optimes", "--env", "CartPole", "--seed", "2")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1", **extra}
+
+
+def _tar_member(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mode = 0o644
+    return info.tobuf(format=tarfile.PAX_FORMAT)
+
+
+def _archive(path: Path, files: dict[str, bytes]) -> Path:
+    """A run archive of ``files`` (member name -> content), as write_run_archive packs one."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(lzma.compress(buffer.getvalue(), preset=0))
+    return path
+
+
+def _run_files(status: str = "COMPLETED") -> dict[str, bytes]:
+    return {
+        "runs/1/config.json": json.dumps({"algo": "optimes", "env": "CartPole"}).encode(),
+        "runs/1/run.json": json.dumps({"status": status}).encode(),
+    }
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run archive whose metrics.json is BOMB_BYTES of zeros, streamed through lzma."""
+    path = tmp_path_factory.mktemp("bomb") / "bomb.tar.xz"
+    packer = lzma.LZMACompressor(preset=0)
+    parts = []
+    for name, data in _run_files().items():
+        parts.append(packer.compress(_tar_member(name, len(data))))
+        parts.append(packer.compress(data + b"\0" * (-len(data) % 512)))
+    parts.append(packer.compress(_tar_member("runs/1/metrics.json", BOMB_BYTES)))
+    zeros = bytes(2**24)
+    for _ in range(BOMB_BYTES // len(zeros)):
+        parts.append(packer.compress(zeros))
+    parts.append(packer.compress(b"\0" * 1024))  # tar's end-of-archive blocks
+    parts.append(packer.flush())
+    path.write_bytes(b"".join(parts))
+    return path
+
+
+def _run_measured(args: list[str], tmp: Path, env: dict[str, str]) -> tuple[int, str, int]:
+    """Run ``harness ARGS``; return its exit status, stderr and peak RSS in bytes."""
+    out, err = tmp / "stdout", tmp / "stderr"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+    return child.returncode, err.read_text(), usage.ru_maxrss * 1024
+
+
+def _one_error_line(stderr: str) -> str:
+    """The one ``harness: error:`` line (a warning line may precede it); no traceback."""
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("harness: error:")]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+# -- 1. bounded reading -------------------------------------------------------------------
+
+
+def test_bomb_archive_is_refused_in_bounded_memory(bomb: Path, tmp_path: Path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    code, stderr, rss = _run_measured(
+        ["report", str(bomb), "--out", str(tmp_path / "out")], tmp_path, _env(TMPDIR=str(temp))
+    )
+    assert code == 2
+    line = _one_error_line(stderr)
+    assert str(bomb) in line and "runs/1/metrics.json" in line, line
+    assert rundir.ARCHIVE_MAX_MEMBER_BYTES_ENV in line, line
+    assert rss < BOMB_RSS_LIMIT, f"peak RSS {rss / 2**20:.0f} MiB"
+    assert not (tmp_path / "out").exists()  # nothing half-written
+    assert list(temp.iterdir()) == []  # the unpacked part is gone at once
+
+
+def test_archive_limits_from_the_environment(tmp_path: Path, monkeypatch: Any) -> None:
+    """Total size, member count and the variables' syntax; each refusal one line."""
+    files = _run_files()
+    files.update({f"runs/1/extra{i}.json": b"0" * 300_000 for i in range(4)})
+    archive = _archive(tmp_path / "runs.tar.xz", files)
+    monkeypatch.setenv(rundir.ARCHIVE_MAX_TOTAL_BYTES_ENV, "1M")
+    with pytest.raises(rundir.ArchiveRefused, match=r"more than 1 MiB .*extra3\.json"):
+        rundir.extract_run_archive(archive)
+    monkeypatch.setenv(rundir.ARCHIVE_MAX_TOTAL_BYTES_ENV, "2MiB")
+    monkeypatch.setenv(rundir.ARCHIVE_MAX_MEMBERS_ENV, "4")
+    with pytest.raises(rundir.ArchiveRefused, match="more than 4 members") as refused:
+        rundir.extract_run_archive(archive)
+    assert "\n" not in str(refused.value)
+    monkeypatch.setenv(rundir.ARCHIVE_MAX_MEMBERS_ENV, "many")
+    with pytest.raises(rundir.UnreadableRun, match="HARNESS_ARCHIVE_MAX_MEMBERS='many'"):
+        rundir.extract_run_archive(archive)
+    monkeypatch.delenv(rundir.ARCHIVE_MAX_MEMBERS_ENV)
+    runs = rundir.extract_run_archive(archive)  # within every limit: read as before
+    assert sorted(p.name for p in (runs / "1").iterdir())[:2] == ["config.json", "extra0.json"]
+
+
+def test_stale_unpacked_archives_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    pid = int(dead.stdout)
+    stale = tmp_path / f"{rundir.EXTRACT_PREFIX}p{pid}-abc"
+    fresh = tmp_path / f"{rundir.EXTRACT_PREFIX}p{pid}-def"
+    alive = tmp_path / f"{rundir.EXTRACT_PREFIX}p{os.getppid()}-ghi"
+    old = time.time() - 2 * rundir.STALE_EXTRACTION_S
+    for folder in (stale, fresh, alive):
+        (folder / "runs").mkdir(parents=True)
+    for folder in (stale, alive):
+        os.utime(folder, (old, old))
+    assert rundir.remove_stale_extractions(tmp_path) == [stale]
+    assert fresh.is_dir() and alive.is_dir()
+
+
+def test_run_files_over_the_json_limit_are_refused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps({"algo": "optimes"}))
+    (run_dir / "run.json").write_text(json.dumps({"status": "COMPLETED"}))
+    (run_dir / "metrics.json").write_text(json.dumps({"x": {"steps": [0] * 1000}}))
+    size = rundir.format_size((run_dir / "metrics.json").stat().st_size)
+    env = {rundir.JSON_MAX_BYTES_ENV: "2K"}
+    report = harness_cli(
+        "report", str(run_dir.parent), "--out", str(tmp_path / "out"), check=False, env=env
+    )
+    assert report.returncode == 2
+    assert f"metrics.json is {size}, over the 2 KiB limit" in report.stderr, report.stderr
+    _one_error_line(report.stderr)
+    resume = harness_cli("resume", str(run_dir), check=False, env=env)
+    assert resume.returncode == 2
+    line = _one_error_line(resume.stderr)
+    assert f"metrics.json is {size}" in line and rundir.JSON_MAX_BYTES_ENV in line, line
+    os.mkfifo(run_dir / "summary.json")  # a FIFO must not hang a reader
+    with pytest.raises(rundir.UnreadableRun, match=r"summary\.json is not a regular file"):
+        rundir.read_json(run_dir / "summary.json")
+
+
+# -- 2. one-line errors ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (("--set", "sigma="), "--set sigma= has no value"),
+        (("--set", "sigma=null"), "sigma needs a value (a float), not null"),
+        (("--set", "population=~"), "population needs a value (an int), not null"),
+        (("--timesteps", "1e30"), "timesteps must be at most 1,000,000,000,000, got 1e30"),
+        (("--generations", "1e12"), "generations must be at most 1,000,000,000, got 1e12"),
+        (("--time-limit", "1e30"), "time limit must be at most 1,000,000,000, got 1e30"),
+        (("--timesteps", "1e999999999"), "timesteps must be an integer"),
+    ],
+)
+def test_bad_values_are_one_line_refusals(
+    flags: tuple[str, ...], expected: str, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    result = harness_cli("run", *CARTPOLE, *flags, "--runs-dir", str(runs), check=False)
+    assert result.returncode == 2
+    assert expected in _one_error_line(result.stderr)
+    assert not runs.exists()
+
+
+def _truncated_copy(source: Path, target: Path) -> Path:
+    data = source.read_bytes()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data[: len(data) // 2])
+    return target
+
+
+def test_benchmark_commands_refuse_a_truncated_archive(tmp_path: Path) -> None:
+    """plan, run and report read the committed archives first: one line, exit 2, and
+    nothing written (no runs directory, no summary, the folder as it was)."""
+    folder = tmp_path / "committed"
+    _truncated_copy(
+        ROOT / "reports/benchmark/pendulumpo/runs.tar.xz", folder / "pendulumpo/runs.tar.xz"
+    )
+    runs = tmp_path / "runs"
+    for command in ("plan", "run"):
+        result = harness_cli(
+            "benchmark",
+            command,
+            "--archive-dir",
+            str(folder),
+            "--runs-dir",
+            str(runs),
+            "--task",
+            "PendulumPO",
+            check=False,
+        )
+        assert result.returncode == 2, result.stderr
+        line = _one_error_line(result.stderr)
+        assert "pendulumpo/runs.tar.xz is not a readable run archive" in line, line
+    assert not runs.exists()
+    summary = tmp_path / "BENCHMARK.md"
+    result = harness_cli(
+        "benchmark", "report", "--out", str(folder), "--summary", str(summary), check=False
+    )
+    assert result.returncode == 2
+    assert "is not a readable run archive" in _one_error_line(result.stderr)
+    assert not summary.exists()
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) == [
+        "pendulumpo",
+        "pendulumpo/runs.tar.xz",
+    ]
+
+
+def test_benchmark_report_refuses_an_over_limit_archive_and_a_read_only_out(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "committed" / "pendulumpo"
+    folder.mkdir(parents=True)
+    (folder / "runs.tar.xz").write_bytes(
+        (ROOT / "reports/benchmark/pendulumpo/runs.tar.xz").read_bytes()
+    )
+    summary = tmp_path / "BENCHMARK.md"
+    result = harness_cli(
+        "benchmark",
+        "report",
+        "--out",
+        str(folder.parent),
+        "--summary",
+        str(summary),
+        check=False,
+        env={rundir.ARCHIVE_MAX_MEMBER_BYTES_ENV: "100K"},
+    )
+    assert result.returncode == 2
+    line = _one_error_line(result.stderr)
+    assert "refused, member 'runs/" in line and "over the 100 KiB limit" in line, line
+    assert not summary.exists()
+    result = harness_cli(
+        "benchmark",
+        "report",
+        "--out",
+        "/proc/es-harness-report",
+        "--summary",
+        str(summary),
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "--out '/proc/es-harness-report' is not writable" in _one_error_line(result.stderr)
+
+
+# -- 3. early signals -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delay_s", [0.4, 0.9])
+def test_ctrl_c_while_the_command_starts_is_quiet(delay_s: float, tmp_path: Path) -> None:
+    """Before `harness run` latches stop signals (imports, the parser), Ctrl-C printed a
+    KeyboardInterrupt traceback; now it is one line and exit 130, or, once latched, the
+    normal interrupted path (the run stops after its step-0 checkpoint)."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            *CARTPOLE,
+            "--generations",
+            "3",
+            "--backend",
+            "inline",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(delay_s)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1] == "harness: interrupted", stderr
+
+
+def test_resume_restarts_a_run_killed_before_its_first_checkpoint(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    args = [*CARTPOLE, "--generations", "3", "--workers", "2"]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", *args, "--runs-dir", str(runs)],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (runs / "1" / "config.json").exists():
+        assert time.monotonic() < deadline and child.poll() is None
+        time.sleep(0.005)
+    os.killpg(child.pid, signal.SIGKILL)  # the head and its workers, as the OOM killer might
+    child.wait()
+    run_dir = runs / "1"
+    assert not (run_dir / "checkpoint.pkl").exists()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "RUNNING"
+
+    resumed = harness_cli("resume", str(run_dir))
+    assert "stopped before its first checkpoint: restarting it from scratch" in resumed.stdout
+    record = read_run(run_dir)
+    assert record["run"]["status"] == "COMPLETED"
+    assert record["run"]["resumed"][-1]["from_scratch"] is True
+    assert record["metrics"]["timesteps"]["steps"] == [1, 2, 3]
+    fresh = tmp_path / "fresh"
+    harness_cli("run", *args, "--runs-dir", str(fresh))
+    expected = deterministic_metrics(read_run(only_run_dir(fresh))["metrics"])
+    assert deterministic_metrics(record["metrics"]) == expected
+
+
+# -- 4. byte counters after a resume ----------------------------------------------------------
+
+
+def test_byte_counters_after_resume_equal_an_uninterrupted_run(tmp_path: Path) -> None:
+    """The head's request counter travelled as a pickled int: 1 byte below 256, 2 above.
+    It restarts at 0 in a resumed process, so the resumed generations' messages were a
+    byte shorter each until it caught up (seen from generation 17 on with 2 workers).
+    Stopped at 16 and resumed to 20, every byte count must equal the uninterrupted run's.
+    """
+    common = [*CARTPOLE, "--workers", "2", "--set", "max_episode_steps=100"]
+    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
+    children = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "run",
+                *common,
+                "--generations",
+                str(g),
+                "--runs-dir",
+                str(runs),
+            ],
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for runs, g in ((reference, 20), (interrupted, 16))
+    ]
+    for child in children:
+        _, stderr = child.communicate(timeout=300)
+        assert child.returncode == 0, stderr
+    run_dir = only_run_dir(interrupted)
+    harness_cli("resume", str(run_dir), "--generations", "20")
+    expected = read_run(only_run_dir(reference))["metrics"]
+    got = read_run(run_dir)["metrics"]
+    for name in ("bytes_to_workers", "bytes_from_workers"):
+        assert got[name]["steps"] == expected[name]["steps"] == list(range(1, 21))
+        assert got[name]["values"] == expected[name]["values"], name
+    assert deterministic_metrics(got) == deterministic_metrics(expected)
