@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -285,10 +286,10 @@ def _policy_kwargs(data: Any) -> dict[str, Any]:
 def _sb3_model(algorithm: Any) -> Any:
     """The algorithm's stable-baselines3 model, or None for a flat-parameter policy."""
     model = getattr(algorithm, "model", None)
-    try:
-        from stable_baselines3.common.base_class import BaseAlgorithm
-    except ImportError:  # pragma: no cover - a dependency
-        return None
+    if model is None or "stable_baselines3" not in sys.modules:
+        return None  # no SB3 model can exist unless SB3 was imported: spare its 1.5 s import
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
     return model if isinstance(model, BaseAlgorithm) else None
 
 

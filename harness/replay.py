@@ -96,12 +96,17 @@ class LoadedPolicy:
         """The env as the run's evaluation saw it (the env's own reward), optionally rendering.
 
         Rendering is headless: MuJoCo gets ``MUJOCO_GL=egl`` unless the variable is set
-        (GLFW, its default, needs a display).
+        (GLFW, its default, needs a display), and pygame's SDL (Box2D and classic-control
+        frames) gets its ``dummy`` video and audio drivers: ``pygame.init`` would otherwise
+        probe Wayland and ALSA, printing ``XDG_RUNTIME_DIR is invalid`` and ``ALSA lib``
+        errors for devices an ``rgb_array`` frame never uses.
         """
         from envs.registry import UnknownEnvError, make_env
 
         if render_mode is not None:
             os.environ.setdefault("MUJOCO_GL", "egl")
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+            os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
         try:
             env = make_env(self.env_name, render_mode=render_mode)
         except UnknownEnvError as error:
