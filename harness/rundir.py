@@ -708,15 +708,19 @@ def archive_limits() -> ArchiveLimits:
 
 
 def limits_help() -> str:
-    """The reading limits and how to raise them, for a command's ``--help``."""
-    return (
-        "reading limits (stored runs and archives may come from someone else): a run's "
-        f"JSON file at most {format_size(JSON_MAX_BYTES)} ({JSON_MAX_BYTES_ENV}); a run "
-        f"archive at most {format_size(ARCHIVE_MAX_TOTAL_BYTES)} unpacked "
-        f"({ARCHIVE_MAX_TOTAL_BYTES_ENV}), {format_size(ARCHIVE_MAX_MEMBER_BYTES)} per member "
-        f"({ARCHIVE_MAX_MEMBER_BYTES_ENV}) and {ARCHIVE_MAX_MEMBERS:,} members "
-        f"({ARCHIVE_MAX_MEMBERS_ENV}); set a variable (bytes, or 512M, 2G) to raise a limit"
-    )
+    """The reading limits and how to raise them, for a command's ``--help`` epilog."""
+    return "\n".join(
+        [
+            "reading limits (stored runs and archives may come from someone else); set the",
+            "variable (bytes, or 512M, 2G) to raise one:",
+            f"  {JSON_MAX_BYTES_ENV}={format_size(JSON_MAX_BYTES)}: one JSON file of a run",
+            f"  {ARCHIVE_MAX_TOTAL_BYTES_ENV}={format_size(ARCHIVE_MAX_TOTAL_BYTES)}: "
+            "a run archive, unpacked",
+            f"  {ARCHIVE_MAX_MEMBER_BYTES_ENV}={format_size(ARCHIVE_MAX_MEMBER_BYTES)}: "
+            "one member of a run archive",
+            f"  {ARCHIVE_MAX_MEMBERS_ENV}={ARCHIVE_MAX_MEMBERS}: members of a run archive",
+        ]
+    ).replace(" MiB", "M")
 
 
 class _XzReader(io.RawIOBase):

@@ -406,3 +406,14 @@ def test_byte_counters_after_resume_equal_an_uninterrupted_run(tmp_path: Path) -
         assert got[name]["steps"] == expected[name]["steps"] == list(range(1, 21))
         assert got[name]["values"] == expected[name]["values"], name
     assert deterministic_metrics(got) == deterministic_metrics(expected)
+
+
+def test_the_limits_and_their_variables_are_in_the_help() -> None:
+    text = harness_cli("report", "--help").stdout
+    for variable in (
+        rundir.JSON_MAX_BYTES_ENV,
+        rundir.ARCHIVE_MAX_TOTAL_BYTES_ENV,
+        rundir.ARCHIVE_MAX_MEMBER_BYTES_ENV,
+        rundir.ARCHIVE_MAX_MEMBERS_ENV,
+    ):
+        assert variable in text

@@ -57,7 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("run", "run every cell not yet completed (resumes interrupted ones)"),
         ("report", "archive completed runs; write reports/benchmark/ and BENCHMARK.md"),
     ):
-        command = sub.add_parser(name, help=help_text, description=help_text)
+        command = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=rundir.limits_help(),  # the committed archives are read within them
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         command.add_argument(
             "--file", type=Path, default=DEFAULT_FILE, help=f"benchmark file ({DEFAULT_FILE})"
         )

@@ -41,7 +41,11 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``harness report``."""
+    """Flags of ``harness report``; the epilog names the reading limits (they refuse a
+    hostile archive, and a user with huge genuine runs must find how to raise them)."""
+    from harness.rundir import limits_help
+
+    parser.epilog = limits_help()
     parser.add_argument(
         "runs_dirs",
         nargs="+",
