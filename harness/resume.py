@@ -227,10 +227,11 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise UsageError(f"run directory {str(run_dir)!r} does not exist")
     entry = _read_json(run_dir / rundir.RUN)
-    if not (run_dir / rundir.CONFIG).exists() and isinstance(entry, dict):
+    missing_config = not (run_dir / rundir.CONFIG).exists()
+    if missing_config and isinstance(entry, dict) and entry.get("status") in FROM_SCRATCH:
         raise UsageError(
             f"run {run_dir.name} ({entry.get('status')}) stopped before it recorded its "
-            f"config ({rundir.CONFIG}): nothing to resume; start it again with `harness run`"
+            f"config (no {rundir.CONFIG}): nothing to resume; start it again with `harness run`"
         )
     stored = _read_json(run_dir / rundir.CONFIG)
     metrics_path = run_dir / rundir.METRICS
