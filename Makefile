@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Both cores: one pytest-xdist worker each; a test module stays on one worker (tests/conftest.py).
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: venv demo reports test test-slow test-all lint type check-repro bench benchmark benchmark-report clean
 
@@ -46,16 +49,16 @@ benchmark-report: venv
 	$(BIN)/harness benchmark report
 
 test: venv
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 # The longer end-to-end checks `make test` leaves out (4-worker determinism on process and
 # Ray, a lost Ray cluster head, check-repro with confirmations, the UMAP map); CI runs them
 # after `make test`: about 4 minutes on 2 busy cores.
 test-slow: venv
-	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m slow $(XDIST) $(PYTEST_ARGS)
 
 test-all: venv
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -86,3 +86,22 @@ def deterministic_metrics(metrics: dict[str, Any]) -> dict[str, list[float]]:
 @pytest.fixture
 def runs_dir(tmp_path: Path) -> Path:
     return tmp_path / "runs"
+
+
+# -- running the suite on several cores (pytest-xdist, `make test` runs `-n 2 --dist loadgroup`)
+#: Modules whose tests must not run beside each other on one machine, by group: each starts
+#: Ray instances (about 700 MB and several processes each), and two at once on 2 cores
+#: starve each other's heartbeats.
+SHARED_GROUPS = {"test_ray": "ray", "test_ray_sweep": "ray"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep each test module on one xdist worker (its module-scoped fixtures, such as a
+    trained sweep, are then built once), and the modules of :data:`SHARED_GROUPS` on one
+    worker together. A test's own ``xdist_group`` marker wins."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        module = item.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(module, module)))

@@ -167,7 +167,7 @@ def test_init_params_torch_is_nn_linears_uniform_bound(kind: str) -> None:
         bound = 1 / np.sqrt(fan_ins.get(layer, 16))  # lstm0: torch's 1/sqrt(hidden)
         assert np.abs(block).max() <= bound and np.abs(block).max() > 0.5 * bound, name
     linear = nn.Linear(fan_ins["out"], 8)  # what PyTorch itself draws for the output layer
-    torch_bound = float(torch.cat([linear.weight.flatten(), linear.bias]).abs().max())
+    torch_bound = float(torch.cat([linear.weight.flatten(), linear.bias]).detach().abs().max())
     assert 0.75 / np.sqrt(fan_ins["out"]) < torch_bound <= 1 / np.sqrt(fan_ins["out"])
     assert spec.describe().count("init=torch") == 1
     assert PolicySpec.from_dict(spec.to_dict()) == spec
