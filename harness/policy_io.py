@@ -409,13 +409,21 @@ Legacy = Callable[[], dict[str, Any]]
 
 
 def read_json(path: Path) -> Any:
-    """A JSON file of a stored policy; :class:`PolicyLoadError` names it when unreadable."""
+    """A JSON file of a stored policy, read as the run's other JSON files are
+    (:func:`harness.rundir.read_json`: a regular file within ``HARNESS_JSON_MAX_BYTES``,
+    nesting past the parser's stack refused); :class:`PolicyLoadError`, one line naming
+    the file, when it cannot be read."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        return rundir.read_json(path)
+    except rundir.MissingRunFile:
         raise PolicyLoadError(f"{path} is missing") from None
-    except (OSError, ValueError) as error:
-        raise PolicyLoadError(f"{path} cannot be read: {error}".splitlines()[0]) from None
+    except rundir.UnreadableRun as error:
+        message = str(error)  # names the file by its name: say which run's it is
+        if message.startswith(path.name):
+            message = f"{path}{message.removeprefix(path.name)}"
+        else:
+            message = f"{path}: {message}"
+        raise PolicyLoadError(message.splitlines()[0]) from None
 
 
 def read_npy(path: Path, size: int | None = None) -> np.ndarray:
@@ -458,10 +466,9 @@ def read_npy(path: Path, size: int | None = None) -> np.ndarray:
 
 def has_policy(folder: Path) -> bool:
     """Whether ``folder`` holds a stored policy (either format): a spec and its parameters."""
-    spec = folder / rundir.POLICY_SPEC
     try:
-        json.loads(spec.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        read_json(folder / rundir.POLICY_SPEC)
+    except PolicyLoadError:
         return False
     return (folder / rundir.FINAL_PARAMS).is_file()
 

@@ -339,17 +339,27 @@ def test_stored_policy_specs(spec: bytes | None, params: int) -> None:
             assert callable(act)
 
 
-@pytest.mark.xfail(
-    raises=RecursionError,
-    strict=False,
-    reason="harness.policy_io.read_json lets json's RecursionError out (policy_io is owned "
-    "by another change; rundir.read_json refuses it in one line)",
-)
-def test_a_stored_policy_spec_nested_too_deeply() -> None:
-    from harness.policy_io import PolicyLoadError, load_stored
+@pytest.mark.parametrize("deep", [DEEP, b"[" * 100_000 + b"]" * 100_000])
+def test_a_stored_policy_spec_nested_too_deeply(deep: bytes) -> None:
+    from harness.policy_io import PolicyLoadError, has_policy, load_stored
 
     with tempfile.TemporaryDirectory() as folder:
-        run_dir = _write_run(Path(folder), {"policy_spec.json": DEEP})
+        run_dir = _write_run(Path(folder), {"policy_spec.json": deep})
         np.save(run_dir / "final_params.npy", np.zeros(2, dtype=np.float32))
-        with pytest.raises(PolicyLoadError):
+        with pytest.raises(PolicyLoadError, match=r"policy_spec\.json") as raised:
             load_stored(run_dir)
+        assert "\n" not in str(raised.value)
+        assert not has_policy(run_dir)
+
+
+def test_a_stored_policy_spec_over_the_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """policy_spec.json is read within HARNESS_JSON_MAX_BYTES, as the run's other JSON."""
+    from harness.policy_io import PolicyLoadError, has_policy, load_stored
+
+    monkeypatch.setenv("HARNESS_JSON_MAX_BYTES", "1000")
+    with tempfile.TemporaryDirectory() as folder:
+        run_dir = _write_run(Path(folder), {"policy_spec.json": b" " * 2000 + b"{}"})
+        np.save(run_dir / "final_params.npy", np.zeros(2, dtype=np.float32))
+        with pytest.raises(PolicyLoadError, match="HARNESS_JSON_MAX_BYTES"):
+            load_stored(run_dir)
+        assert not has_policy(run_dir)
