@@ -525,12 +525,16 @@ def resolve_spec(args: argparse.Namespace) -> dict[str, Any]:
 
 def _read_golden(path: Path) -> dict[str, Any]:
     try:
-        golden = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise UsageError(f"cannot read golden file {path}: {error}") from None
+        golden = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # not JSON, not UTF-8
+        raise UsageError(f"cannot read golden file {path}: {error}".splitlines()[0]) from None
+    except RecursionError:  # [[[[...]]]] nested deeper than the parser's stack
+        raise UsageError(f"cannot read golden file {path}: nested too deeply") from None
     if not isinstance(golden, dict) or not isinstance(golden.get("metrics"), dict):
         raise UsageError(f"{path} is not a check-repro golden file")
-    digits = int(golden.get("digits", GOLDEN_DIGITS))
+    digits = golden.get("digits", GOLDEN_DIGITS)
+    if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= 17:
+        raise UsageError(f"golden file {path}: digits must be an integer in [1, 17]")
     for name, entry in golden["metrics"].items():
         try:
             consistent = digest(entry["steps"], entry["values"], digits) == entry["sha256"]

@@ -417,3 +417,47 @@ def test_the_limits_and_their_variables_are_in_the_help() -> None:
         rundir.ARCHIVE_MAX_MEMBERS_ENV,
     ):
         assert variable in text
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "random_scores.json is corrupt (nested too deeply)"),
+        (b'{"Pendulum": ', "random_scores.json is truncated or corrupt"),
+        (b'{"PendulumPO": {"mean": "high"}}', "random_scores.json: not random-policy scores"),
+    ],
+)
+def test_benchmark_report_refuses_a_hostile_random_scores_file(
+    content: bytes, expected: str, tmp_path: Path
+) -> None:
+    """The folder's random_scores.json is read bounded and checked before anything is
+    written: one line, exit 2, no traceback."""
+    folder = tmp_path / "committed"
+    (folder / "pendulumpo").mkdir(parents=True)
+    (folder / "random_scores.json").write_bytes(content)
+    summary = tmp_path / "BENCHMARK.md"
+    result = harness_cli(
+        "benchmark", "report", "--out", str(folder), "--summary", str(summary), check=False
+    )
+    assert result.returncode == 2, result.stderr
+    assert expected in _one_error_line(result.stderr)
+    assert not summary.exists()
+    assert sorted(p.name for p in folder.iterdir()) == ["pendulumpo", "random_scores.json"]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"\xff\xfe{}", "cannot read golden file"),
+        (b'{"metrics": {}, "digits": "six"}', "digits must be an integer"),
+    ],
+)
+def test_check_repro_refuses_a_hostile_golden_file(
+    content: bytes, expected: str, tmp_path: Path
+) -> None:
+    golden = tmp_path / "golden.json"
+    golden.write_bytes(content)
+    result = harness_cli("check-repro", "--golden", str(golden), check=False)
+    assert result.returncode == 2, result.stderr
+    assert expected in _one_error_line(result.stderr)

@@ -36,6 +36,7 @@ from harness.benchmark.carry import (
     unfinished_runs,
 )
 from harness.benchmark.spec import (
+    RANDOM_SCORES,
     Benchmark,
     BenchmarkError,
     load_benchmark,
@@ -370,7 +371,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Archive the completed runs and write the benchmark report and BENCHMARK.md."""
-    from harness.benchmark.report import write_benchmark_report
+    from harness.benchmark.report import read_random_scores, write_benchmark_report
 
     bench = _load(args)
     if args.runs_dir is not None and not args.runs_dir.is_dir():
@@ -380,6 +381,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.summary.exists() and not os.access(args.summary, os.W_OK):
         raise UsageError(f"--summary {str(args.summary)!r} is not writable")
     _check_archives(bench, args.out)  # a refused archive: nothing written yet
+    if (args.out / RANDOM_SCORES).is_file():  # likewise the folder's random-policy scores
+        read_random_scores(args.out / RANDOM_SCORES)
     try:
         carried = write_benchmark_report(bench, args.runs_dir, args.out, args.summary)
     except OSError as error:  # a file of the folder read-only, the disk full

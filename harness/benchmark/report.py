@@ -22,7 +22,6 @@ the probability of improvement of each ES algorithm over each RL algorithm.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import tempfile
@@ -597,8 +596,34 @@ def _random_scores(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict[s
         shutil.copyfile(measured, committed)
     if not committed.is_file():
         return {}
-    loaded: dict[str, Any] = json.loads(committed.read_text(encoding="utf-8"))
-    return loaded
+    return read_random_scores(committed)
+
+
+def read_random_scores(path: Path) -> dict[str, dict[str, float]]:
+    """The random-policy scores of a benchmark folder (``random_scores.json``): per task,
+    numbers (``mean``, ``std``, ``episodes``). Read as a run's JSON files are
+    (:func:`harness.rundir.read_json`, within ``HARNESS_JSON_MAX_BYTES``): the folder may
+    come from someone else. :class:`rundir.UnreadableRun`, one line naming the file."""
+    try:
+        data = rundir.read_json(path)
+    except rundir.UnreadableRun as error:
+        message = str(error)  # names the file by its name: say which folder's it is
+        if message.startswith(path.name):
+            message = f"{path}{message.removeprefix(path.name)}"
+        else:
+            message = f"{path}: {message}"
+        raise rundir.UnreadableRun(message.splitlines()[0]) from None
+
+    def numbers(value: Any) -> bool:
+        return isinstance(value, dict) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in value.values()
+        )
+
+    if not isinstance(data, dict) or not all(numbers(v) for v in data.values()):
+        raise rundir.UnreadableRun(
+            f"{path}: not random-policy scores (an object of task -> {{mean, std, episodes}})"
+        )
+    return {str(task): {str(k): float(x) for k, x in v.items()} for task, v in data.items()}
 
 
 def write_benchmark_report(
