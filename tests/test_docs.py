@@ -71,5 +71,4 @@ def test_the_readme_is_a_guide() -> None:
     for word in ("issue", "the card", "DESIGN.md", "the seeds'"):
         assert word not in text.lower().replace("issues", ""), word
     for link in re.findall(r"\]\(((?:reports|docs|experiments)/[^)#]+)\)", text):
-        if link != "docs/trust.md":  # written beside this guide by the trust work
-            assert (REPO / link).exists(), link
+        assert (REPO / link).exists(), link
