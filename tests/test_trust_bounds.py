@@ -83,20 +83,31 @@ def bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+#: Starts ``harness ARGV[2:]`` and writes its exit status and peak RSS (KiB) to ARGV[1]. Linux
+#: carries a process's peak RSS across fork and exec, so the harness is started from this
+#: small interpreter rather than from the test process, which may have grown large first.
+_MEASURE = """
+import os, subprocess, sys
+child = subprocess.Popen([sys.executable, "-m", "harness.cli", *sys.argv[2:]])
+_, status, usage = os.wait4(child.pid, 0)
+open(sys.argv[1], "w").write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
+"""
+
+
 def _run_measured(args: list[str], tmp: Path, env: dict[str, str]) -> tuple[int, str, int]:
     """Run ``harness ARGS``; return its exit status, stderr and peak RSS in bytes."""
-    out, err = tmp / "stdout", tmp / "stderr"
+    out, err, measured = tmp / "stdout", tmp / "stderr", tmp / "measured"
     with open(out, "w") as stdout, open(err, "w") as stderr:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", *args],
+        subprocess.run(
+            [sys.executable, "-c", _MEASURE, str(measured), *args],
             cwd=ROOT,
             env=env,
             stdout=stdout,
             stderr=stderr,
+            check=True,
         )
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, err.read_text(), usage.ru_maxrss * 1024
+    code, rss_kib = (int(word) for word in measured.read_text().split())
+    return code, err.read_text(), rss_kib * 1024
 
 
 def _one_error_line(stderr: str) -> str:
