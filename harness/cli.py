@@ -23,12 +23,10 @@ from harness.commands import (
     OVERSUBSCRIBE_FACTOR,
     OneLineErrorParser,
     UsageError,
-    check_ray_address,
-    check_run_resources,
-    check_runs_dir,
     print_outcome,
 )
-from harness.config import ConfigError, ResolvedConfig, build_run_config
+from harness.config import ConfigError
+from harness.launch import check_can_start, resolve_run_args, start_run
 from harness.signals import latch_stop_signals
 
 RUN_DESCRIPTION = """\
@@ -95,41 +93,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_run_args(args: argparse.Namespace) -> ResolvedConfig:
-    """The completed, validated run config the flags describe, with each value's source."""
-    given = schema.given_by_flags(args)
-    sources = {name: "command line" for name, value in given.items() if value is not None}
-    ray_env = os.environ.get("RAY_ADDRESS")
-    if given.get("ray_address") is None and ray_env and _uses_ray_address(given.get("algo")):
-        given["ray_address"] = ray_env
-        sources["ray_address"] = "environment RAY_ADDRESS"
-    try:
-        return build_run_config(given, source=sources, overrides=list(args.overrides))
-    except ConfigError as error:
-        raise UsageError(str(error)) from None
-
-
-def _uses_ray_address(algo: str | None) -> bool:
-    from algorithms.registry import UnknownAlgorithmError, get_algorithm
-
-    try:
-        family = get_algorithm(algo or schema.BY_NAME["algo"].default).family
-    except UnknownAlgorithmError:
-        return False  # reported when the config is built
-    return schema.BY_NAME["ray_address"].applies_to(family)
-
-
 def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The completed, validated run config the flags describe."""
     return resolve_run_args(args).config
-
-
-def start_run(config: dict[str, Any], runs_dir: Path, verbose: bool = False) -> Any:
-    """Run one Sacred-tracked training run into ``runs_dir``; return the Sacred run."""
-    from harness.experiment import make_observer
-    from harness.experiment import start_run as start
-
-    return start(config, [make_observer(runs_dir)], verbose=verbose)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -143,19 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.no_progress:
         os.environ["HARNESS_PROGRESS"] = "0"
     runs_dir = Path(args.runs_dir)
-    check_runs_dir(runs_dir)
-    check_run_resources(config, allow_oversubscribe=args.oversubscribe)
-    from harness.runner import check_noise_table_fits
-
-    try:
-        check_noise_table_fits(config)
-    except ConfigError as error:
-        raise UsageError(str(error)) from None
-    if config["backend"] == "ray":
-        check_ray_address(config.get("ray_address"))
-    from harness.checkpoint import ensure_checkpoint_key
-
-    ensure_checkpoint_key()
+    check_can_start(config, runs_dir, oversubscribe=args.oversubscribe)
     try:
         run = start_run(config, runs_dir, verbose=args.verbose)
     except Exception as error:
@@ -218,7 +172,26 @@ def cmd_list(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"run": cmd_run, "list": cmd_list}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _invoked(argv: Sequence[str] | None) -> tuple[str | None, bool]:
+    """The sub-command ``argv`` names (None: all may be needed) and whether help is asked.
+
+    With ``argv`` None (a caller that wants the whole parser) every sub-command counts.
+    """
+    if argv is None:
+        return None, True
+    command = next((token for token in argv if not token.startswith("-")), None)
+    known = command in COMMANDS or command in COMMAND_MODULES
+    return (command if known else None), any(t in ("-h", "--help") for t in argv)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``harness`` parser; given ``argv``, only the sub-command it names is built whole.
+
+    Each sub-command's module (and ``harness run``'s generated ``--set`` list) costs
+    imports, half a second together; a command needs only its own. The others are
+    still listed in ``harness --help``, with no flags of their own.
+    """
+    command, wants_help = _invoked(argv)
     parser = OneLineErrorParser(
         prog="harness", description="Compare evolution strategies with RL, with evidence."
     )
@@ -227,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="train one algorithm on one env (a Sacred run)",
         description=RUN_DESCRIPTION,
-        epilog=_knob_help(),
+        epilog=_knob_help() if command in (None, "run") and wants_help else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_arguments(run)
@@ -255,7 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODULE",
         help="import a module of your own first (its envs and algorithms are listed too)",
     )
-    for command, (module_name, help_text) in COMMAND_MODULES.items():
+    for name, (module_name, help_text) in COMMAND_MODULES.items():
+        if command is not None and name != command:
+            sub.add_parser(name, help=help_text, description=help_text)  # not parsed here
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as error:
@@ -263,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         command_parser = sub.add_parser(
-            command,
+            name,
             help=help_text,
             description=help_text,
             formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -292,7 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         quiet_start.restore()  # from here, Ctrl-C is KeyboardInterrupt, handled below
-        parser = build_parser()
+        argv = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         handler = getattr(args, "handler", None) or COMMANDS[args.command]
         return handler(args)

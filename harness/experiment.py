@@ -25,6 +25,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+# Before Sacred: it is imported without pandas (see the module).
+import harness.sacred_import  # noqa: F401
+
+# isort: split
+
 from sacred import SETTINGS, Experiment
 from sacred.config.config_dict import ConfigDict
 from sacred.dependencies import get_digest

@@ -85,10 +85,9 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from harness import rundir
 from harness.rundir import (
@@ -102,6 +101,9 @@ from harness.rundir import (
     scan_runs,
     stored_location,
 )
+
+if TYPE_CHECKING:  # pandas costs a third of a second to import; a training run needs none
+    import pandas as pd
 
 __all__ = [
     "POPULATION_ARTIFACT",
@@ -190,6 +192,8 @@ def host_columns(run: dict[str, Any]) -> dict[str, Any]:
 
 def metrics_frame(metrics: dict[str, dict[str, list[Any]]]) -> pd.DataFrame:
     """One row per step, one column per metric; NaN where a metric was not logged."""
+    import pandas as pd
+
     columns: dict[str, pd.Series] = {}
     for name, series in metrics.items():
         values = pd.to_numeric(
@@ -222,6 +226,8 @@ def _npy_size(path: Path | None) -> float:
 
 def summarise(record: RunRecord, steps: pd.DataFrame) -> dict[str, Any]:
     """The per-run facts a report needs, from a run's metrics frame."""
+    import pandas as pd
+
     result = record.run.get("result") or {}
 
     def column(name: str) -> pd.Series:
@@ -305,6 +311,8 @@ def load_runs(paths: Iterable[str | Path]) -> RunTable:
     Damaged directories are skipped with a :class:`RunDirWarning`. Raises
     :class:`UnreadableRun` when a path is not a directory.
     """
+    import pandas as pd
+
     dirs = find_run_dirs(paths)
     labels = _labels(dirs)
     step_frames: list[pd.DataFrame] = []

@@ -63,6 +63,41 @@ def emit(figures: dict[str, Any], json_path: Path | None) -> None:
     """Print one figure per line and optionally save them all as JSON."""
     for name, value in figures.items():
         print(f"{name}: {value}")
+    save_json(figures, json_path)
+
+
+def save_json(figures: dict[str, Any], json_path: Path | None) -> None:
+    """Write the figures as JSON (``--json FILE``), the machine-readable form of a bench."""
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(figures, indent=2))
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:
+    """Rows as a plain-text table: ``columns`` are (key, heading with its unit, format);
+    a missing value is blank. Numbers right-aligned, text left-aligned."""
+    cells = [[_cell(row.get(key), spec) for key, _, spec in columns] for row in rows]
+    headings = [heading for _, heading, _ in columns]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headings)]
+    numeric = [
+        all(isinstance(row.get(key), (int, float)) or row.get(key) is None for row in rows)
+        for key, _, _ in columns
+    ]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    out = [line(headings), line(["-" * w for w in widths])]
+    out += [line(row) for row in cells]
+    return "\n".join(out)
+
+
+def _cell(value: Any, spec: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and spec:
+        return format(value, spec)
+    return str(value)

@@ -24,13 +24,27 @@ from harness.bench import emit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--env", default="AntBulletEnv")
-    parser.add_argument("--kind", default="mlp")
-    parser.add_argument("--hidden", type=int, nargs="*", default=[64, 64])
-    parser.add_argument("--activation", default="relu")
+    parser.add_argument(
+        "--env", default="AntBulletEnv", help="env to roll out (default: AntBulletEnv)"
+    )
+    parser.add_argument(
+        "--kind", default="mlp", help="policy kind: linear, mlp or lstm (default: mlp)"
+    )
+    parser.add_argument(
+        "--hidden",
+        type=int,
+        nargs="*",
+        default=[64, 64],
+        help="hidden layer sizes of the policy (default: 64 64)",
+    )
+    parser.add_argument(
+        "--activation", default="relu", help="hidden activation: tanh or relu (default: relu)"
+    )
     parser.add_argument("--tasks", type=int, default=50, help="candidates to evaluate")
     parser.add_argument("--max-steps", type=int, default=1000, help="episode step cap")
-    parser.add_argument("--sigma", type=float, default=0.02)
+    parser.add_argument(
+        "--sigma", type=float, default=0.02, help="noise std of the perturbed candidates (0.02)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,23 +25,36 @@ from evaluation.backends import chunk_count
 from evaluation.protocol import Broadcast, EvalTask, ReplicaRef
 from evaluation.registry import BACKENDS
 from evaluation.worker import encode
-from harness.bench import emit
+from harness.bench import format_table, save_json
 from harness.config import complete_config
 from harness.runner import build_algorithm
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--env", default="AntBulletEnv")
+    parser.add_argument(
+        "--env", default="AntBulletEnv", help="env of the timed generations (AntBulletEnv)"
+    )
     parser.add_argument("--backend", nargs="+", default=["process"], help=", ".join(BACKENDS))
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="worker counts to time; the smallest is the speed-up's base (default: 1 2)",
+    )
     parser.add_argument("--generations", type=int, default=3, help="timed generations")
     parser.add_argument("--warmup", type=int, default=1, help="untimed generations first")
-    parser.add_argument("--population", type=int, default=40)
+    parser.add_argument("--population", type=int, default=40, help="candidates per generation (40)")
     parser.add_argument("--episodes", type=int, default=1, help="episodes per candidate")
     parser.add_argument("--max-steps", type=int, default=1000, help="episode step cap")
     parser.add_argument("--sync", default="broadcast", help="broadcast or seeds")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--ray-address", default=None)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the run (0)")
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="Ray cluster for --backend ray (default: a local instance)",
+    )
     parser.add_argument(
         "--probe-tasks", type=int, default=200, help="1-step tasks timed for dispatch overhead"
     )
@@ -342,5 +355,96 @@ def run(args: argparse.Namespace) -> int:
     if args.predict and measured:
         predictions(args, figures, measured)
     figures["load_average_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    emit(figures, args.json)
+    save_json(figures, args.json)
+    print(render(figures, measured, args))
     return 0
+
+
+#: The measured table: (figure, heading with unit, format, scale from the figure's unit).
+MEASURED_COLUMNS = (
+    ("s_per_generation", "s/gen", ".3f", 1.0),
+    ("s_per_generation_min", "min s/gen", ".3f", 1.0),
+    ("speedup", "speed-up", ".2f", 1.0),
+    ("steps_per_s", "steps/s", ".0f", 1.0),
+    ("episode_s", "episode ms", ".2f", 1e3),
+    ("head_update_s", "update ms", ".2f", 1e3),
+    ("replica_sync_s", "sync ms", ".2f", 1e3),
+    ("broadcast_encode_s", "encode ms", ".3f", 1e3),
+    ("target_send_s", "send ms", ".3f", 1e3),
+    ("dispatch_s_per_task", "dispatch us/task", ".1f", 1e6),
+    ("bytes_to_workers", "KiB to workers", ".1f", 1 / 1024),
+    ("bytes_from_workers", "KiB from workers", ".1f", 1 / 1024),
+)
+
+
+def render(
+    figures: dict[str, Any], measured: dict[str, dict[int, Any]], args: argparse.Namespace
+) -> str:
+    """The figures as a few header lines and tables: per backend and worker count, the
+    one-update costs, and the model's predictions (``--json`` keeps every figure)."""
+    lines = [
+        f"env {figures['env']}, population {figures['population']}, "
+        f"{figures['cpu_count']} CPUs, load average {figures['load_average_before']} before, "
+        f"{figures['load_average_after']} after"
+    ]
+    rows = []
+    for backend, per_w in measured.items():
+        base = min(per_w) if per_w else None
+        for workers, values in sorted(per_w.items()):
+            row: dict[str, Any] = {"backend": backend, "W": workers}
+            for key, _, _, scale in MEASURED_COLUMNS:
+                if key in values:
+                    row[key] = float(values[key]) * scale
+            if base is not None and values.get("s_per_generation"):
+                row["speedup"] = per_w[base]["s_per_generation"] / values["s_per_generation"]
+            rows.append(row)
+    if rows:
+        columns = [("backend", "backend", ""), ("W", "W", "d")]
+        columns += [(key, heading, spec) for key, heading, spec, _ in MEASURED_COLUMNS]
+        lines += ["", f"measured (speed-up over the fewest workers){_source(figures)}"]
+        lines.append(format_table(rows, columns))
+    updates = [
+        {"P": int(k.split(".")[1][1:]), "d": int(k.split(".")[2][1:]), "tell_ms": v * 1e3}
+        for k, v in figures.items()
+        if k.startswith("update.") and k.endswith(".tell_s")
+    ]
+    if updates:
+        lines += ["", "one OpenAI-ES update (tell)"]
+        lines.append(
+            format_table(updates, [("P", "P", "d"), ("d", "d", "d"), ("tell_ms", "ms", ".2f")])
+        )
+    predicted: list[dict[str, Any]] = []
+    for key, value in figures.items():
+        parts = key.split(".")
+        if parts[0] == "model" and len(parts) == 6 and parts[5] == "speedup":
+            label, gbps, mode, w_text = parts[1], parts[2], parts[3], parts[4]
+            predicted.append(
+                {
+                    "workload": label,
+                    "P": figures.get(f"model.{label}.population"),
+                    "d": figures.get(f"model.{label}.params"),
+                    "link": gbps.replace("gbps", " Gb/s"),
+                    "sync": mode,
+                    "W": int(w_text[1:]),
+                    "speedup": value,
+                    "s_gen": figures.get(".".join([*parts[:5], "s_per_generation"])),
+                }
+            )
+    if predicted:
+        lines += ["", f"predicted (docs/scaling.md; {figures.get('model.inputs', '')})"]
+        columns = [
+            ("workload", "workload", ""),
+            ("P", "P", "d"),
+            ("d", "d", "d"),
+            ("link", "link", ""),
+            ("sync", "sync", ""),
+            ("W", "W", "d"),
+            ("speedup", "speed-up", ".1f"),
+            ("s_gen", "s/gen", ".4f"),
+        ]
+        lines.append(format_table(predicted, columns))
+    return "\n".join(lines)
+
+
+def _source(figures: dict[str, Any]) -> str:
+    return f", from {figures['inputs']}" if "inputs" in figures else ""

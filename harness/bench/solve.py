@@ -42,16 +42,27 @@ ROWS = (*TIME_PARTS, "shutdown")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", default="optimes")
-    parser.add_argument("--env", default="LunarLanderContinuous")
+    parser.add_argument("--algo", default="optimes", help="algorithm (default: optimes)")
+    parser.add_argument(
+        "--env", default="LunarLanderContinuous", help="env (default: LunarLanderContinuous)"
+    )
     parser.add_argument("--target", type=float, default=200.0, help="target eval return")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds, one run each (0 1 2)"
+    )
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts")
     parser.add_argument("--backend", default="process", help=", ".join(BACKENDS))
     parser.add_argument("--timesteps", type=int, default=10_000_000, help="give-up budget")
     parser.add_argument("--runs-dir", type=Path, help="keep the runs here (default: temporary)")
     parser.add_argument("--out", dest="json", type=Path, help="same as --json")
-    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a knob of every run (as `harness run --set`)",
+    )
 
 
 def _command(args: argparse.Namespace, seed: int, workers: int, runs_dir: Path) -> list[str]:

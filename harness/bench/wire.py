@@ -64,20 +64,30 @@ def mlp_for(d: int, obs: int = 8, out: int = 2) -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dims", type=int, nargs="+", default=[18, 1361, 6536, 100000])
-    parser.add_argument("--population", type=int, nargs="+", default=[40])
+    parser.add_argument(
+        "--dims",
+        type=int,
+        nargs="+",
+        default=[18, 1361, 6536, 100000],
+        help="parameter counts to measure (default: 18 1361 6536 100000)",
+    )
+    parser.add_argument(
+        "--population", type=int, nargs="+", default=[40], help="populations to measure (40)"
+    )
     parser.add_argument(
         "--algos",
         nargs="+",
         default=["optimes", "optimes-seeds", "nevergrad-es", "cma"],
         help="algorithm names; NAME-seeds is NAME with sync=seeds (optimes-seeds)",
     )
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="workers the messages go to (2)")
     parser.add_argument("--backend", default="process", help=", ".join(BACKENDS))
     parser.add_argument("--generations", type=int, default=3, help="at least 2")
     parser.add_argument("--max-steps", type=int, default=20, help="episode step cap")
-    parser.add_argument("--env", default="LunarLanderContinuous")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--env", default="LunarLanderContinuous", help="env (default: LunarLanderContinuous)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed (0)")
     parser.add_argument("--table", action="store_true", help="also print a Markdown table")
 
 

@@ -19,7 +19,7 @@ from harness.commands import (
     check_runs_dir,
 )
 from harness.signals import latch_stop_signals
-from harness.sweep.scheduler import RESULT_PREFIX, run_sweep, warn_damaged
+from harness.sweep.scheduler import RESULT_PREFIX, SweepResult, run_sweep, warn_damaged
 from harness.sweep.spec import (
     GRID_KEYS,
     MAX_CELLS,
@@ -119,6 +119,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``harness sweep``: 0 when every cell is completed, 1 when some failed."""
+    return run_command(args)[0]
+
+
+def run_command(args: argparse.Namespace) -> tuple[int, SweepResult | None]:
+    """``harness sweep`` with its outcome: the exit status and every cell's outcome
+    (None for ``--dry-run``); :func:`harness.sweep_runs` reads the outcomes."""
     try:
         grid = dict(parse_grid_override(text) for text in args.grid)
         sweep = load_sweep(
@@ -152,10 +158,11 @@ def run(args: argparse.Namespace) -> int:
                 interrupted = None if args.no_resume else resumable_run(runs_dir, cell)
                 state = "run" if interrupted is None else f"resume (run {interrupted.name})"
             print(f"{cell.index:3d} {state:<16} {cell.label}")
-        return 0
+        return 0, None
     ensure_checkpoint_key()  # once here rather than failing in every cell
     if address is not None:
-        return _run_on_ray(args, sweep, runs_dir, address)
+        result = _run_on_ray(args, sweep, runs_dir, address)
+        return _summarise(sweep, result, runs_dir), result
     most_workers = max(int(c.config["workers"]) for c in sweep.cells)
     cores = os.cpu_count() or 1
     if jobs * most_workers > cores:
@@ -172,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         resume=not args.no_resume,
         trust_legacy=args.trust_legacy_checkpoints,
     )
-    return _summarise(sweep, result, runs_dir)
+    return _summarise(sweep, result, runs_dir), result
 
 
 def _summarise(sweep: Any, result: Any, runs_dir: Path) -> int:
@@ -191,7 +198,7 @@ def _summarise(sweep: Any, result: Any, runs_dir: Path) -> int:
     return 1 if failed else 0
 
 
-def _run_on_ray(args: argparse.Namespace, sweep: Any, runs_dir: Path, address: str) -> int:
+def _run_on_ray(args: argparse.Namespace, sweep: Any, runs_dir: Path, address: str) -> SweepResult:
     """``harness sweep --ray-address``: the cells as Ray work (harness.sweep.ray_cells)."""
     from harness.commands import check_ray_address
     from harness.sweep.ray_cells import run_sweep_on_ray
@@ -213,7 +220,7 @@ def _run_on_ray(args: argparse.Namespace, sweep: Any, runs_dir: Path, address: s
         retries=args.ray_retries,
         ship_every_s=args.ship_every,
     )
-    return _summarise(sweep, result, runs_dir)
+    return result
 
 
 def cell_main(argv: list[str]) -> int:

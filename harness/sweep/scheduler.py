@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from pathlib import Path
 from harness import rundir
 from harness.cputime import SWEEP_JOBS_ENV
 from harness.signals import interrupt_on_stop_signals
+from harness.sweep.estimate import CostEstimator, format_eta, plan_rates
 from harness.sweep.spec import Cell, Sweep
 from harness.sweep.store import completed_runs, find_completed, resumable_run
 from harness.user_modules import import_flags
@@ -244,6 +246,8 @@ def run_sweep(
             outcomes[cell.index] = CellOutcome(cell, "skipped", "COMPLETED", existing)
         else:
             todo.append(cell)
+    # tqdm's own rate assumes every cell costs what the finished ones did: the bar shows
+    # the estimator's ETA instead (harness.sweep.estimate).
     bar = tqdm(
         total=len(sweep.cells),
         initial=len(outcomes),
@@ -252,11 +256,27 @@ def run_sweep(
         desc=f"sweep {sweep.name}",
         disable=not progress,
         file=sys.stderr,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} runs "
+        "[{elapsed}{postfix}]",
     )
     say = echo or bar.write
     children = _Children(max(1, jobs))
+    estimator = CostEstimator(plan_rates())
+    estimator.observe_runs(done)
+    started: dict[int, float] = {}  # cell index -> monotonic start, while it runs
+    last = ""
+
+    def show_eta() -> None:
+        now = time.monotonic()
+        running = [(c.config, now - started[c.index]) for c in todo if c.index in started]
+        waiting = [c.config for c in todo if c.index not in started and c.index not in outcomes]
+        eta = estimator.remaining(waiting, running, max(1, jobs))
+        sources = sorted({estimator.estimate(c).source for c in waiting + [r[0] for r in running]})
+        shown = f"ETA ~{format_eta(eta)} ({'/'.join(sources) or 'done'})"
+        bar.set_postfix_str(f"{shown}; {last}" if last else shown)
 
     def attempt(cell: Cell) -> CellOutcome:
+        started[cell.index] = time.monotonic()
         with cell_lock(runs_dir, cell.key):
             if children.stopping:
                 return CellOutcome(cell, "ran", "INTERRUPTED", detail="sweep interrupted")
@@ -280,22 +300,27 @@ def run_sweep(
     pending: set[Future[CellOutcome]] = set()
     try:
         pending = {pool.submit(attempt, cell) for cell in todo}
+        show_eta()
         while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            finished, pending = wait(pending, timeout=2.0, return_when=FIRST_COMPLETED)
             for future in finished:
                 outcome = future.result()
                 outcomes[outcome.cell.index] = outcome
+                began = started.pop(outcome.cell.index, None)
+                if began is not None and outcome.status == "COMPLETED":
+                    estimator.observe(outcome.cell.config, time.monotonic() - began)
                 if outcome.status != "COMPLETED":
                     where = f" (run {outcome.run_id})" if outcome.run_id else ""
                     say(
                         f"cell {outcome.cell.index} {outcome.cell.label}: {outcome.status}"
                         f"{where}; log {outcome.log}: {outcome.detail}"
                     )
-                bar.set_postfix_str(
+                last = (
                     f"last: {outcome.cell.config['algo']} "
                     f"seed {outcome.cell.config['seed']} {outcome.status}"
                 )
                 bar.update(1)
+            show_eta()
     except KeyboardInterrupt:
         children.stop()
         for future in pending:
