@@ -12,7 +12,9 @@ CMA run there died of running out of memory. So when ``d`` exceeds
 ``diagonal_threshold`` or that estimate exceeds ``max_covariance_mb`` the run
 uses pycma's diagonal variant (``CMA_diagonal=True``, sep-CMA-ES of Ros and
 Hansen 2008: ``O(d)`` memory and time). The choice is printed once (it lands in
-the run's ``cout.txt``) and logged every step as the metric ``diagonal`` (0/1).
+the run's ``cout.txt``), logged every step as the metric ``diagonal`` (0/1) and
+stored in ``summary.json`` as ``covariance`` (``full`` or ``diagonal``) with its
+reason (``covariance_reason``), so a report's settings table can say which CMA ran.
 
 IPOP restarts (Auger and Hansen 2005): when pycma's stop conditions fire
 (flat fitness, ``tolfun``, ``tolx``, ...) and fewer than ``restarts`` restarts
@@ -122,6 +124,7 @@ class CMAES(VectorES):
 
     def _create(self, x0: np.ndarray) -> None:
         self.diagonal, reason = self.config.use_diagonal(self.dim)
+        self.covariance_reason = reason
         variant = "diagonal (sep-)CMA" if self.diagonal else "full-covariance CMA"
         print(f"cma: {variant}: {reason}", flush=True)
         self.restarts_done = 0
@@ -181,6 +184,14 @@ class CMAES(VectorES):
             "sigma": float(self.es.sigma),
             "diagonal": float(self.diagonal),
             "restarts": float(self.restarts_done),
+        }
+
+    def artifacts(self) -> dict[str, Any]:
+        """Which covariance ran and why, for ``summary.json``: the settings say only the
+        bounds (``diagonal_threshold``, ``max_covariance_mb``), the choice depends on d."""
+        return {
+            "covariance": "diagonal" if self.diagonal else "full",
+            "covariance_reason": self.covariance_reason,
         }
 
     def _optimizer_state(self) -> dict[str, Any]:

@@ -5,27 +5,40 @@ Writes into ``DIR``: ``report.md`` (with the PNGs beside it), a self-contained
 (the tidy per-step data of :func:`harness.records.load_runs`) and
 ``summary.csv`` (one row per run, with its group and scores).
 
+Which runs: every run read, narrowed by ``--algo A`` (repeatable), ``--env E``,
+``--sweep NAME`` and ``--where KEY=VALUE`` (a config knob or hyperparameter compared
+as the config's typed value; repeatable) before anything is drawn
+(:mod:`harness.report.filters`); ``--threshold R`` adds, per group, the timesteps,
+wall-clock and CPU-seconds to first reach return R, with the runs that reached it and
+those whose own confirmation evaluations confirmed it.
+
 What a report holds, in order: a title line with the runs per group and the
 budget; its result: a generated, caveated conclusion per env (who leads at
-equal timesteps and at equal wall-clock, and whether the intervals allow
-saying so) with the main curve and the scores at the common budget; warnings
+equal timesteps, at equal wall-clock and CPU-seconds, every group ranked, and
+whether the intervals allow saying so; groups at or above the env's threshold tie
+on score and the one that got there first is named) with the main curve, the
+scores at the common budget and the time-to-threshold table; warnings
 when the runs come from unlike machines or ran side by side with more workers
 than cores (wall-clock then is the machine's load), when groups' used budgets
 differ by more than 10% or a run overran its budget; the report's own note
 (``--note``); the settings behind every curve; requested and used budgets
-(timesteps, wall-clock, CPU-seconds, cores); scores at the common budget and
+(timesteps, wall-clock, CPU-seconds, cores); scores at the common budget (with
+P(X > Y) and, for a grid of one hyperparameter, score against its value) and
 at the end of each run; eval return against timesteps (with published anchors
 from ``experiments/anchors.yaml``) and against wall-clock; performance profiles
 when several envs are compared; episodes per fitness; scaling with workers
 (ideal and Amdahl model); bytes over the wire; a PCA (or, with ``--umap``,
 UMAP) map of the models visited; the runs; and appendices with every setting
-and the command that reproduces each run.
+and the command that reproduces each run. Everything after the result, the
+warnings and the introduction is folded (``<details>``, in the Markdown and the
+HTML), so the page reads in two minutes and every detail is one click away.
 
 Statistics follow the number of runs (:mod:`harness.report.stats`): intervals
 only with >= 3 runs per group, the IQM only with >= 4, otherwise "n too
 small"; P(X > Y) only for pairs of groups differing in one factor
-(algorithm, k or W) on one env. Intervals, IQM, probability of improvement,
-sample-efficiency bands and performance profiles come from rliable.
+(algorithm, k or W), or only in one hyperparameter, on one env. Intervals, IQM,
+probability of improvement, sample-efficiency bands and performance profiles come
+from rliable.
 
 The plotting stack (matplotlib, seaborn, rliable; umap-learn with ``--umap``)
 is imported only when the command runs, so ``harness --help`` stays fast.
@@ -37,7 +50,17 @@ import argparse
 
 from harness import schema
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "build_report", "run"]
+
+
+def build_report(*args: object, **kwargs: object) -> object:
+    """:func:`harness.report.build.build_report` (imported on call, so ``harness --help``
+    does not import the plotting stack): the report of the runs under ``paths`` into
+    ``out``, with the filters ``algos``, ``env``, ``sweep``, ``where`` and ``threshold``
+    as keyword arguments; returns the path of ``report.md``."""
+    from harness.report.build import build_report as build
+
+    return build(*args, **kwargs)  # type: ignore[arg-type]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,10 +121,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "here or when its checkpoint is signed with your key, else it is shown as recorded",
     )
     parser.add_argument(
+        "--algo",
+        dest="algos",
+        action="append",
+        default=[],
+        metavar="A",
+        help="only runs of algorithm A (repeatable: any of them)",
+    )
+    parser.add_argument(
+        "--env", default=None, metavar="E", help="only runs on env E (short name or gym id)"
+    )
+    parser.add_argument("--sweep", default=None, metavar="NAME", help="only runs of the sweep NAME")
+    parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only runs whose config has KEY = VALUE (a run knob or hyperparameter, e.g. "
+        "sigma=0.05 or policy.hidden_sizes=[32]; compared as typed values; repeatable: all "
+        "must hold)",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=_finite_float,
+        default=None,
+        metavar="R",
+        help="per group, the timesteps, wall-clock and CPU-seconds to first reach evaluation "
+        "return R (and how many runs reached and confirmed it); groups at or above R tie on "
+        "score",
+    )
+    parser.add_argument(
         "--all-statuses",
         action="store_true",
         help="also use FAILED, INTERRUPTED and RUNNING runs (default: COMPLETED only)",
     )
+
+
+def _finite_float(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a return level, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite return level, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,6 +206,11 @@ def run(args: argparse.Namespace) -> int:
             note=args.note,
             replay=not args.no_replay,
             imports=args.imports,
+            algos=args.algos,
+            env=args.env,
+            sweep=args.sweep,
+            where=args.where,
+            threshold=args.threshold,
         )
     except (ReportError, UnreadableRun) as error:
         raise UsageError(str(error)) from None

@@ -9,7 +9,7 @@ import re
 import shlex
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from harness.records import RunTable, flatten_config, load_runs, read_population
 from harness.report import anchors as anchor_mod
 from harness.report import audit, diversity, frames, plots, scaling, settings, stats, tables
 from harness.report import data as d
+from harness.report import filters as filter_mod
 from harness.report.render import Document, Section, slug, to_html, to_markdown
 
 OUTPUTS = ("report.md", "report.html", "runs.csv", "summary.csv")
@@ -38,6 +39,10 @@ APPENDIX_COMMANDS = "Appendix B: commands that reproduce each run"
 RESULT_TITLE = "Result"
 SCORES_TITLE = "Scores at the common budget"
 CURVE_TITLE = "Evaluation return against timesteps"
+THRESHOLD_TITLE = "Time to the threshold"
+#: Config columns a grid of one hyperparameter never varies in (the report's own factors,
+#: compared in their own sections, and identity).
+NOT_GRID = frozenset({"algo", "env", "episodes_per_fitness", "workers", "n_params"})
 
 
 class ReportError(ValueError):
@@ -68,8 +73,10 @@ class ReportBuilder:
         map_runs: int,
         map_method: str = "pca",
         anchors: list[anchor_mod.Anchor] | None = None,
+        threshold: float | None = None,
     ) -> None:
         self.table = table
+        self.threshold = threshold
         self.out = out
         self.map_runs = map_runs
         self.map_method = map_method
@@ -84,7 +91,8 @@ class ReportBuilder:
             label: [*flatten_config(record.config), *(["n_params"] if label in counted else [])]
             for label, record in table.records.items()
         }
-        runs = d.add_groups(runs, [*d.settings_columns(configs), "n_params"], recorded)
+        self.setting_columns = d.settings_columns(configs)
+        runs = d.add_groups(runs, [*self.setting_columns, "n_params"], recorded)
         self.until_t = d.common_budget(self.steps, runs, "timesteps")
         self.until_w = d.common_budget(self.steps, runs, "wall_time_s")
         self.until_cpu = d.cpu_seconds_compared(self.steps, runs, MIN_CPU_COMPARED_S)
@@ -98,6 +106,7 @@ class ReportBuilder:
         self.stats_end = stats.score_frame(runs, SCORE_END, "final_timesteps")
         self.settings = settings.group_settings(runs, table.records)
         self.drawn_anchors: list[anchor_mod.Anchor] = []
+        self._reached: dict[float, dict[str, dict[str, float]]] = {}
 
     def figure(self, section: Section, fig: object, name: str, alt: str) -> bool:
         if fig is None:
@@ -135,28 +144,260 @@ class ReportBuilder:
             )
         return ", ".join(keys)
 
+    # -- time to a return level ----------------------------------------------------------
+    def _run_times_to(self, level: float) -> dict[str, dict[str, float]]:
+        """Per run that reached ``level``: timesteps, wall-clock and CPU-seconds at its first
+        evaluation at or above it, and ``confirmed`` (1.0 where one of the run's own
+        confirmations, fresh episodes run at a crossing of its ``target_return``, had a
+        mean at or above ``level`` with every episode finished; 0.0 where it ran some but
+        none did; NaN where it ran none)."""
+        if level in self._reached:
+            return self._reached[level]
+        steps = self.steps
+        out: dict[str, dict[str, float]] = {}
+        if "eval_return_mean" not in steps or "timesteps" not in steps:
+            self._reached[level] = out
+            return out
+        evals = steps[steps["eval_return_mean"].notna() & steps["timesteps"].notna()]
+        evals = evals.sort_values(["run", "timesteps"], kind="stable")
+        for column in ("wall_time_s", "cpu_seconds"):
+            if column not in evals:
+                evals = evals.assign(**{column: math.nan})
+        confirms = (
+            steps[steps["confirm_return_mean"].notna()]
+            if "confirm_return_mean" in steps
+            else steps.iloc[0:0]
+        )
+        for run, frame in evals.groupby("run", sort=False):
+            hit = frame[frame["eval_return_mean"] >= level]
+            if hit.empty:
+                continue
+            first = hit.iloc[0]
+            mine = confirms[confirms["run"] == run]
+            confirmed = math.nan
+            if len(mine):
+                failed = (
+                    mine["confirm_failed_episodes"].fillna(0)
+                    if "confirm_failed_episodes" in mine
+                    else pd.Series(0.0, index=mine.index)
+                )
+                confirmed = float(((mine["confirm_return_mean"] >= level) & (failed == 0)).any())
+            out[str(run)] = {
+                "timesteps": float(first["timesteps"]),
+                "wall_s": float(first["wall_time_s"]),
+                "cpu_seconds": float(first["cpu_seconds"]),
+                "confirmed": confirmed,
+            }
+        self._reached[level] = out
+        return out
+
+    def time_to(self, env: str, level: float) -> dict[str, stats.TimeTo]:
+        """Per group of ``env``: medians over its runs that reached ``level``, and counts."""
+        reached = self._run_times_to(level)
+        result = {}
+        env_runs = self.runs[self.runs["env"] == env]
+        for group, members in env_runs.groupby(d.GROUP, sort=True):
+            hits = [reached[r] for r in members["run"] if r in reached]
+
+            def median(key: str, hits: list[dict[str, float]] = hits) -> float:
+                values = [h[key] for h in hits if not math.isnan(h[key])]
+                return float(np.median(values)) if values else math.nan
+
+            result[str(group)] = stats.TimeTo(
+                timesteps=median("timesteps"),
+                cpu_seconds=median("cpu_seconds"),
+                wall_s=median("wall_s"),
+                reached=len(hits),
+                runs=len(members),
+            )
+        return result
+
+    def level_for(self, env: str) -> tuple[float, str] | None:
+        """The return level a tie on score is judged against on ``env``: ``--threshold``,
+        else the env's solved threshold from the anchors, else the target return every
+        run of the env shared; None when there is none."""
+        if self.threshold is not None:
+            return self.threshold, f"the threshold {self.threshold:g}"
+        for anchor in anchor_mod.anchors_for(self.anchors, self.runs, env):
+            if anchor.kind == "threshold":
+                return anchor.value, f"the solved threshold {anchor.value:g}"
+        column = "budget_target_return"
+        if column in self.runs:
+            targets = self.runs.loc[self.runs["env"] == env, column]
+            if targets.notna().all() and targets.nunique() == 1:
+                value = float(targets.iloc[0])
+                return value, f"the target return {value:g}"
+        return None
+
+    def threshold_table(self, level_of: Mapping[str, float]) -> pd.DataFrame:
+        """Per (env, group): runs that reached the env's level, how many confirmed it, and
+        the medians (over those that reached it) of timesteps, wall-clock and CPU-seconds
+        to the first evaluation at or above it."""
+        rows = []
+        for env, level in level_of.items():
+            reached = self._run_times_to(level)
+            env_runs = self.runs[self.runs["env"] == env]
+            for group, members in env_runs.groupby(d.GROUP, sort=True):
+                hits = [reached[r] for r in members["run"] if r in reached]
+                ran = [h["confirmed"] for h in hits if not math.isnan(h["confirmed"])]
+
+                def median(key: str, digits: int, hits: list[dict[str, float]] = hits) -> str:
+                    values = [h[key] for h in hits if not math.isnan(h[key])]
+                    if not values:
+                        return "not reached" if not hits else "n/a"
+                    value = float(np.median(values))
+                    return _short(value) if key == "timesteps" else f"{value:.{digits}f}"
+
+                rows.append(
+                    {
+                        "env": env,
+                        "group": str(group),
+                        "threshold": f"{level:g}",
+                        "reached": f"{len(hits)} of {len(members)}",
+                        "confirmed": (
+                            f"{int(sum(ran))} of {len(hits)}"
+                            if ran
+                            else ("no confirmation" if hits else "—")
+                        ),
+                        "timesteps (median)": median("timesteps", 0),
+                        "per run": ", ".join(
+                            _short(v) for v in sorted(h["timesteps"] for h in hits)
+                        )
+                        or "—",
+                        "wall-clock s (median)": median("wall_s", 1),
+                        "CPU-s (median)": median("cpu_seconds", 1),
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    THRESHOLD_TEXT = (
+        "Per group, the runs whose evaluation return reached the level, and the medians "
+        "over those runs of the training timesteps, wall-clock and CPU-seconds (the "
+        "meter's last reading, taken once a second, before that evaluation) at their first "
+        "evaluation at or above it. Compare medians only together with `reached`. "
+        "`confirmed`: of the runs that reached it, those whose own confirmation (a "
+        "re-evaluation on fresh episodes, `confirm_episodes`, which a run makes when it "
+        "crosses its `target_return`) also scored at least the level; 'no confirmation': "
+        "none of those runs had a target return, so one evaluation crossing is all there is."
+    )
+
+    def grids(self) -> list[tuple[str, str, str]]:
+        """(env, algorithm, config column) where the algorithm's runs on the env differ in
+        exactly one numeric setting, taking two or more values: a grid of it."""
+        out = []
+        columns = [c for c in self.setting_columns if c not in NOT_GRID and c in self.runs]
+        for (env, algo), frame in self.runs.groupby(["env", "algo"], sort=True):
+            if frame[d.GROUP].nunique() < 2:
+                continue
+            if any(d.varying(frame, c) for c in ("episodes_per_fitness", "workers")):
+                continue
+            varying = [c for c in columns if frame[c].astype(str).nunique() > 1]
+            if len(varying) != 1:
+                continue
+            values = pd.to_numeric(frame[varying[0]], errors="coerce")
+            if values.isna().any() or values.nunique() < 2:
+                continue
+            out.append((str(env), str(algo), varying[0]))
+        return out
+
+    def hyperparameter_sections(self) -> list[Section]:
+        """One folded section per hyperparameter some algorithm's runs form a grid of: the
+        score at the common budget against the value, one line per algorithm."""
+        by_name: dict[str, list[tuple[str, str, str]]] = {}
+        for env, algo, column in self.grids():
+            by_name.setdefault(stats.setting_name(column), []).append((env, algo, column))
+        sections = []
+        for name, cells in by_name.items():
+            frames = []
+            for env, algo, column in cells:
+                mine = self.runs[(self.runs["env"] == env) & (self.runs["algo"] == algo)]
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "env": env,
+                            "algo": algo,
+                            "value": pd.to_numeric(mine[column]).to_numpy(float),
+                            "score": mine[SCORE_T].to_numpy(float),
+                        }
+                    )
+                )
+            points = pd.concat(frames, ignore_index=True)
+            shown = self.runs[
+                self.runs["run"].isin(
+                    self.runs[
+                        self.runs[["env", "algo"]]
+                        .apply(tuple, axis=1)
+                        .isin([(e, a) for e, a, _ in cells])
+                    ]["run"]
+                )
+            ]
+            section = Section(f"Score against {name}")
+            drawn = self.figure(
+                section,
+                plots.hyperparameter_figure(
+                    points, name, "eval return at the common budget", shown
+                ),
+                f"score_vs_{_safe(name)}.png",
+                f"score at the common budget against {name}",
+            )
+            if not drawn:
+                continue
+            section.paragraphs.append(
+                f"Runs of one algorithm that differ only in {name}: each run's score at the "
+                "env's common budget (as in the scores table) against its value, one line per "
+                "algorithm through the mean at each value, every run a point. "
+                + "; ".join(
+                    f"{algo} on {env}: {self.grid_text(env, algo, column)}"
+                    for env, algo, column in cells
+                )
+                + "."
+            )
+            sections.append(section)
+        return sections
+
+    def grid_text(self, env: str, algo: str, column: str) -> str:
+        """``best sigma=0.05 (mean 480.2, n=2) of 0.05, 0.2`` for one grid."""
+        mine = self.runs[(self.runs["env"] == env) & (self.runs["algo"] == algo)]
+        values = pd.to_numeric(mine[column])
+        means = mine.groupby(values)[SCORE_T].agg(["mean", "count"]).dropna()
+        name = stats.setting_name(column)
+        listed = ", ".join(f"{v:g}" for v in sorted(values.unique()))
+        if means.empty:
+            return f"{name} of {listed}, no scores at the common budget"
+        best = means["mean"].idxmax()
+        row = means.loc[best]
+        return f"best {name}={best:g} (mean {row['mean']:.1f}, n={int(row['count'])}) of {listed}"
+
     # -- sections ------------------------------------------------------------------------
     def result(self, curve: Section) -> Section:
         """The report's opening: one generated conclusion per env, the main curve beside
         the scores at the common budget; warnings and details follow it."""
         section = Section(RESULT_TITLE)
         section.paragraphs.append(
-            "Generated from the numbers below, one line per env: who leads at equal "
-            "timesteps (the common budget), at equal wall-clock and at equal CPU-seconds "
-            "(where every run measured them), with the number of runs and whether the 95% "
-            "intervals of the mean overlap. A lead is called only when they do not; groups of "
-            f"fewer than {stats.MIN_RUNS_INTERVAL} runs have no interval, so their comparison "
-            "is inconclusive by rule. Wall-clock leads hold only for the machine and load "
-            "named under Warnings; CPU-seconds do not grow when runs share cores."
+            "One line per env, generated from the numbers below: who leads at equal "
+            "timesteps (the common budget), wall-clock and CPU-seconds (where every run "
+            "measured them), every group ranked. A lead is called only when the 95% "
+            f"intervals do not overlap (none below {stats.MIN_RUNS_INTERVAL} runs); groups at "
+            "or above the env's threshold tie on score, and the one that got there first is "
+            "named. Wall-clock holds only for the machine and load named under Warnings."
         )
         lines = []
         for env in sorted(self.runs["env"].astype(str).unique()):
             parts = []
+            found = self.level_for(env)
+            level, level_name = found if found is not None else (None, "")
+
+            def time_to(at: float, env: str = env) -> dict[str, stats.TimeTo]:
+                return self.time_to(env, at)
+
+            said: set[str] = set()  # the "got there first" clause is said once per env
+            tie = {"level": level, "level_name": level_name, "time_to": time_to, "said": said}
             if env in self.until_t:
                 parts.append(
                     stats.lead_text(
                         self._group_stats(self.stats_t, env),
                         f"at the common budget of {_short(self.until_t[env])} timesteps",
+                        **tie,  # type: ignore[arg-type]
                     )
                 )
             if env in self.until_w:
@@ -164,6 +405,7 @@ class ReportBuilder:
                     stats.lead_text(
                         self._group_stats(self.stats_w, env),
                         f"at the common wall-clock of {self.until_w[env]:.1f} s",
+                        **tie,  # type: ignore[arg-type]
                     )
                 )
             if env in self.until_cpu:
@@ -171,6 +413,7 @@ class ReportBuilder:
                     stats.lead_text(
                         self._group_stats(self.stats_cpu, env),
                         f"at the common {self.until_cpu[env]:.1f} CPU-seconds",
+                        **tie,  # type: ignore[arg-type]
                     )
                 )
             if not parts:
@@ -180,6 +423,15 @@ class ReportBuilder:
             if caveats:
                 text += " Caveats: " + "; ".join(caveats) + "."
             lines.append(text)
+        grids = self.grids()
+        if grids:
+            lines += [
+                f"- **{env}**, {algo} over {stats.setting_name(column)}: "
+                f"{self.grid_text(env, algo, column)} (see "
+                f"[Score against {stats.setting_name(column)}]"
+                f"(#{slug('Score against ' + stats.setting_name(column))}))."
+                for env, algo, column in grids
+            ]
         section.paragraphs.append("\n".join(lines))
         section.images += curve.images[:1]
         if not self.stats_t.empty:
@@ -188,6 +440,14 @@ class ReportBuilder:
                     "Scores at the common budget (details in "
                     f"[{SCORES_TITLE}](#{slug(SCORES_TITLE)})). " + d.caption(self.runs),
                     tables.score_table(self.stats_t),
+                )
+            )
+        if self.threshold is not None:
+            envs = sorted(self.runs["env"].astype(str).unique())
+            section.tables.append(
+                (
+                    f"Time to return {self.threshold:g} (`--threshold`). " + self.THRESHOLD_TEXT,
+                    self.threshold_table({env: self.threshold for env in envs}),
                 )
             )
         return section
@@ -272,84 +532,49 @@ class ReportBuilder:
             "scores at the common budget",
         )
         section.tables.append((d.caption(self.runs), tables.score_table(self.stats_t)))
-        poi = stats.probability_of_improvement(self.runs, SCORE_T, self._other_differences)
+        poi = stats.probability_of_improvement(
+            self.runs, SCORE_T, self._other_differences, settings=self.setting_columns
+        )
         if poi.empty:
             section.paragraphs.append(
                 "P(X > Y): no two groups on one env differ in exactly one of algorithm, k and "
-                "W, so no pair is listed."
+                "W, or only in one hyperparameter, so no pair is listed."
             )
         else:
             section.tables.append(
                 (
                     "P(X > Y): the chance that a run of X scores higher than a run of Y at the "
                     "common budget (Mann-Whitney U / nm, rliable), for pairs differing in one "
-                    "factor; 0.5 means no difference. Other settings that differ are named: "
-                    "such a pair is not a clean one-factor comparison.",
+                    "factor (algorithm, k or W) or, those equal, only in one hyperparameter "
+                    "(named in `differ in`); 0.5 means no difference. Other settings that "
+                    "differ are named: such a pair is not a clean one-factor comparison.",
                     tables.improvement_table(poi),
                 )
             )
         return section
 
     def thresholds(self) -> Section | None:
-        """Samples and wall-clock to the env's solved threshold: the sample-efficiency figure."""
-        rows = []
-        steps = self.steps
-        if "eval_return_mean" not in steps or "timesteps" not in steps:
-            return None
-        evals = steps[steps["eval_return_mean"].notna() & steps["timesteps"].notna()]
-        if "wall_time_s" not in evals:
-            evals = evals.assign(wall_time_s=math.nan)
-        evals = evals.sort_values(["run", "timesteps"])
-        by_run = {run: frame for run, frame in evals.groupby("run", sort=False)}
+        """Samples, wall-clock and CPU-seconds to the env's solved threshold (from the
+        anchors): the sample-efficiency table."""
+        levels = {}
         for env in sorted(self.runs["env"].astype(str).unique()):
             marks = [
                 a
                 for a in anchor_mod.anchors_for(self.anchors, self.runs, env)
                 if a.kind == "threshold"
             ]
-            if not marks:
-                continue
-            level = marks[0].value
-            env_runs = self.runs[self.runs["env"] == env]
-            for group, members in env_runs.groupby(d.GROUP, sort=True):
-                steps_to, seconds_to = [], []
-                for run in members["run"]:
-                    frame = by_run.get(run)
-                    if frame is None:
-                        continue
-                    hit = frame[frame["eval_return_mean"] >= level]
-                    if len(hit):
-                        steps_to.append(float(hit["timesteps"].iloc[0]))
-                        seconds_to.append(float(hit["wall_time_s"].iloc[0]))
-                rows.append(
-                    {
-                        "env": env,
-                        "group": str(group),
-                        "threshold": _short(level),
-                        "reached": f"{len(steps_to)} of {len(members)}",
-                        "timesteps to threshold (median)": (
-                            _short(float(np.median(steps_to))) if steps_to else "not reached"
-                        ),
-                        "per run": ", ".join(_short(v) for v in sorted(steps_to)) or "—",
-                        "wall-clock s (median)": (
-                            f"{np.nanmedian(seconds_to):.1f}"
-                            if seconds_to and not np.isnan(seconds_to).all()
-                            else "—"
-                        ),
-                    }
-                )
-        if not rows:
+            if marks:
+                levels[env] = marks[0].value
+        if not levels:
             return None
         section = Section("Samples to the solved threshold")
         section.paragraphs.append(
-            "Sample efficiency read as the training timesteps (and wall-clock) at a run's first "
-            "evaluation at or above the env's solved threshold (from the anchors file), not "
-            "as the samples consumed in a fixed time. The median is over the runs that "
-            "reached it; runs that did not are counted in `reached`, so compare medians only "
-            "together with it. One evaluation crossing is not a confirmed solve (that needs "
-            "the mean over 100 consecutive episodes; see `confirm_episodes`)."
+            "Sample efficiency read as the cost of a run's first evaluation at or above the "
+            "env's solved threshold (from the anchors file), not as the samples consumed in "
+            "a fixed time (`harness report --threshold R` gives the same table for a level "
+            "of your own). " + self.THRESHOLD_TEXT
         )
-        section.tables.append((d.caption(self.runs), pd.DataFrame(rows)))
+        section.tables.append((d.caption(self.runs), self.threshold_table(levels)))
         return section
 
     def scores_end(self) -> Section:
@@ -372,11 +597,7 @@ class ReportBuilder:
         until = {"timesteps": self.until_t, "cpu_seconds": self.until_cpu}.get(x, self.until_w)
         anchors = self.anchors if x == "timesteps" else None
         if x == "cpu_seconds" and not until:
-            section.paragraphs.append(
-                "Not drawn: in no env did every run measure CPU-seconds (runs recorded before "
-                "the runner measured them) and reach a common "
-                f"{MIN_CPU_COMPARED_S:g} CPU-seconds (the meter is read once a second)."
-            )
+            section.paragraphs.append("Not drawn: " + self.cpu_not_drawn())
             return section
         # an env whose CPU-seconds are not compared has no panel on that axis
         runs = self.runs[self.runs["env"].isin(until)] if x == "cpu_seconds" else self.runs
@@ -428,6 +649,59 @@ class ReportBuilder:
                     "difference between the algorithms."
                 )
         return section
+
+    def cpu_not_drawn(self) -> str:
+        """Why no env has a CPU-seconds comparison, per env, from the runs themselves: runs
+        that never measured CPU-seconds (recorded before the runner did), or a common point
+        under the least compared because a run stopped early (its target return reached,
+        or a short budget); the run that ended first and its stop reason are named."""
+        reasons = []
+        measured = (
+            set(self.steps.loc[self.steps["cpu_seconds"].notna(), "run"])
+            if "cpu_seconds" in self.steps
+            else set()
+        )
+        common = d.common_budget(self.steps, self.runs, "cpu_seconds")
+        for env, env_runs in self.runs.groupby("env", sort=True):
+            unmeasured = sorted(set(env_runs["run"]) - measured)
+            if unmeasured:
+                listed = ", ".join(unmeasured[:3]) + (", ..." if len(unmeasured) > 3 else "")
+                reasons.append(
+                    f"on {env}, {len(unmeasured)} of {len(env_runs)} runs never measured "
+                    f"CPU-seconds (recorded before the runner measured them: {listed})"
+                )
+                continue
+            at = common.get(str(env))
+            if at is None:
+                reasons.append(f"on {env}, no run logged an evaluation")
+                continue
+            ends = (
+                d.eval_points(self.steps, "cpu_seconds")
+                .groupby("run")["cpu_seconds"]
+                .max()
+                .reindex(env_runs["run"])
+            )
+            first = str(ends.idxmin())
+            row = env_runs[env_runs["run"] == first].iloc[0]
+            stop = str(row.get("stop_reason") or "no stop reason recorded")
+            stop_col = env_runs.get("stop_reason", pd.Series("", index=env_runs.index))
+            early = env_runs[stop_col.fillna("").astype(str).str.startswith("target return")]
+            text = (
+                f"on {env}, every run's evaluations span only {at:.1f} CPU-seconds in common, "
+                f"under the {MIN_CPU_COMPARED_S:g} compared (the meter is read once a second): "
+                f"run {first} ({row[d.GROUP]}) ended its evaluations at {at:.1f} CPU-seconds "
+                f"({stop})"
+            )
+            if len(early):
+                algos = ", ".join(sorted(early["algo"].astype(str).unique()))
+                text += (
+                    f"; {len(early)} of {len(env_runs)} runs ({algos}) stopped early on "
+                    "reaching their target return"
+                )
+            elif "budget" in stop:
+                text += "; the budget was used before the meter read much"
+            reasons.append(text)
+        return "; ".join(reasons) + "." if reasons else "no run measured CPU-seconds."
 
     def fitness(self) -> Section:
         section = Section("Training fitness against timesteps")
@@ -727,8 +1001,22 @@ def build_report(
     note: str | None = None,
     replay: bool = True,
     imports: Sequence[str] = (),
+    *,
+    algos: Sequence[str] = (),
+    env: str | None = None,
+    sweep: str | None = None,
+    where: Sequence[str] | Mapping[str, Any] = (),
+    threshold: float | None = None,
 ) -> Path:
     """Write the report for the runs under ``paths`` into ``out``; return ``report.md``'s path.
+
+    Filters (:mod:`harness.report.filters`) narrow the runs read before anything is drawn:
+    ``algos`` (any of these algorithms), ``env`` (short name or gymnasium id), ``sweep``
+    (the sweep's name) and ``where`` (``["sigma=0.05"]`` or ``{"sigma": 0.05}``: config
+    settings equal to typed values); one that leaves no run raises :class:`ReportError`
+    naming it. ``threshold``: a return level of the user's own; the result then gives,
+    per group, the timesteps, wall-clock and CPU-seconds to first reach it, and groups
+    at or above it tie on score.
 
     ``map_method`` is ``pca`` (default, fast) or ``umap``; ``note`` is a paragraph of the
     report's own (what the runs are, how they were made) placed after its result. ``replay``:
@@ -739,6 +1027,13 @@ def build_report(
     report (then nothing is written).
     """
     from envs.plugins import only_modules
+
+    try:
+        chosen = filter_mod.make_filters(algos, env, sweep, where)
+    except filter_mod.FilterError as error:
+        raise ReportError(str(error)) from None
+    if threshold is not None and not math.isfinite(float(threshold)):
+        raise ReportError(f"--threshold {threshold}: expected a finite return level")
 
     # every run's config is completed again below: a module its record names is imported
     # only once import_recorded_modules has allowed it (harness.user_modules)
@@ -754,6 +1049,8 @@ def build_report(
             note,
             replay,
             tuple(imports),
+            chosen,
+            None if threshold is None else float(threshold),
         )
 
 
@@ -800,10 +1097,17 @@ def _report_command(
     note: str | None = None,
     replay: bool = True,
     imports: Sequence[str] = (),
+    chosen: filter_mod.Filters | None = None,
+    threshold: float | None = None,
 ) -> str:
-    """The ``harness report`` command line that draws this report again, every flag given."""
+    """The ``harness report`` command line that draws this report again, every flag given
+    (the filters and the threshold included: without them it draws other runs)."""
     parts = ["harness report", *map(str, paths), f"--out {out}"]
     parts += [f"--import {module}" for module in imports]
+    if chosen:
+        parts += chosen.flags()
+    if threshold is not None:
+        parts.append(f"--threshold {threshold:g}")
     if title:
         parts.append(f"--title {shlex.quote(title)}")
     if note:
@@ -830,17 +1134,26 @@ def _build_report(
     note: str | None = None,
     replay: bool = True,
     imports: tuple[str, ...] = (),
+    chosen: filter_mod.Filters | None = None,
+    threshold: float | None = None,
 ) -> Path:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = load_runs(paths)
     for warning in caught:
+        if issubclass(warning.category, (DeprecationWarning, FutureWarning)):
+            continue  # a library's notice to its callers, nothing a reader can act on
         print(f"harness: warning: {warning.message}", file=sys.stderr)
     problems, unplayable = settings.import_recorded_modules(table.records, imports)
     for problem in problems:
         print(f"harness: warning: {problem}", file=sys.stderr)
     if len(table) == 0:
         raise ReportError(f"no readable runs under {', '.join(map(str, paths))}")
+    if chosen:
+        try:
+            table = filter_mod.apply(table, chosen)
+        except filter_mod.FilterError as error:
+            raise ReportError(str(error)) from None
     selected = table.select(statuses)
     excluded = table.runs[~table.runs["status"].isin(list(statuses))]
     if len(selected) == 0:
@@ -858,11 +1171,11 @@ def _build_report(
     if (out / "report.md").exists():
         for stale in out.glob("*.png"):
             stale.unlink()
-    builder = ReportBuilder(selected, out, map_runs, map_method, anchors)
+    builder = ReportBuilder(selected, out, map_runs, map_method, anchors, threshold)
     runs = builder.runs
 
     command = _report_command(
-        paths, out, title, map_runs, statuses, map_method, note, replay, imports
+        paths, out, title, map_runs, statuses, map_method, note, replay, imports, chosen, threshold
     )
     intro = [
         *([note] if note else []),
@@ -912,9 +1225,10 @@ def _build_report(
 
     curve = builder.curves("timesteps", "eval_vs_timesteps.png", CURVE_TITLE)
     sections = [
+        builder.scores_common(),
+        *builder.hyperparameter_sections(),
         builder.settings_section(),
         builder.budgets(),
-        builder.scores_common(),
         builder.thresholds(),
         builder.scores_end(),
         curve,
@@ -935,10 +1249,14 @@ def _build_report(
         builder.appendix_settings(),
         builder.appendix_commands(),
     ]
+    drawn = [s for s in sections if s is not None]
+    for section in drawn:
+        # the page reads as its result; every detail is one click away (render.py)
+        section.folded = True
     doc = Document(
         title_line(title or _default_title(runs), runs),
         intro,
-        [s for s in sections if s is not None],
+        drawn,
         warnings=audit.machine_warnings(runs)
         + audit.budget_warnings(runs)
         + audit.flat_fitness_warnings(selected.steps, runs),

@@ -514,10 +514,18 @@ def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame)
     ``time_to_target_s`` (the confirmed time when present; else, for a run that did not
     confirm crossings, ``confirm_episodes`` 0 or unrecorded, the first crossing; named in
     ``time_to_target_kind``) and ``time.<part>`` columns; absent, they are NaN.
+    ``covariance`` is the covariance a CMA run used (``summary.json``'s ``covariance``
+    and its reason; for runs recorded before the summary held it, the last value of the
+    run's ``diagonal`` metric), None for other algorithms.
     """
     last_cpu = (
         steps.dropna(subset=["cpu_seconds"]).groupby("run")["cpu_seconds"].last()
         if "cpu_seconds" in steps
+        else pd.Series(dtype=float)
+    )
+    diagonal = (
+        steps.dropna(subset=["diagonal"]).groupby("run")["diagonal"].last()
+        if "diagonal" in steps
         else pd.Series(dtype=float)
     )
     rows = []
@@ -539,6 +547,7 @@ def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame)
             "cpu_seconds": cpu,
             "n_params": n_params,
             "sb3_policy": summary.get("sb3_policy"),
+            "covariance": _covariance(summary, diagonal.get(row["run"])),
             **_target_columns(summary.get("target"), _float(row.get("confirm_episodes")) > 0),
         }
         breakdown = summary.get("time_breakdown")
@@ -549,6 +558,19 @@ def run_extras(runs: pd.DataFrame, records: dict[str, Any], steps: pd.DataFrame)
     extras = pd.DataFrame(rows)
     merged = runs.drop(columns=[c for c in extras.columns if c != "run" and c in runs])
     return merged.merge(extras, on="run", how="left")
+
+
+def _covariance(summary: dict[str, Any], diagonal_metric: Any) -> str | None:
+    """``full``, or ``diagonal (sep-CMA): <reason>``; None when the run did not record one."""
+    kind = summary.get("covariance")
+    if kind is None and _present(diagonal_metric):
+        kind = "diagonal" if float(diagonal_metric) else "full"
+    if kind is None:
+        return None
+    if str(kind) == "diagonal":
+        reason = summary.get("covariance_reason")
+        return "diagonal (sep-CMA)" + (f": {reason}" if reason else "")
+    return str(kind)
 
 
 def _spec_params(spec: dict[str, Any]) -> float:

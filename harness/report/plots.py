@@ -635,6 +635,47 @@ def final_score_figure(runs: pd.DataFrame, score: str, what: str) -> Figure | No
     )
 
 
+def hyperparameter_figure(
+    points: pd.DataFrame, name: str, what: str, runs: pd.DataFrame
+) -> Figure | None:
+    """Score against one hyperparameter's value: per env a panel, per algorithm a line
+    through the mean at each value, and each run as a point (a grid's shape, not only its
+    best cell, is what tells a reader whether the range was wide enough).
+
+    ``points``: one row per run with ``env``, ``algo``, ``value`` (the hyperparameter)
+    and ``score``. The x axis is logarithmic where every value is positive and they span
+    a factor of 4 or more (grids of step sizes are geometric)."""
+    points = points[np.isfinite(points["score"].to_numpy(float))]
+    if points.empty or points["value"].nunique() < 2:
+        return None
+    apply_style()
+    envs = list(dict.fromkeys(points["env"]))
+    fig, axes = _grid(len(envs), width=5.4, height=3.9)
+    colors = group_colors(sorted(points["algo"].astype(str).unique()))
+    values = points["value"].to_numpy(float)
+    log_x = bool((values > 0).all() and values.max() / values.min() >= 4)
+    for ax, env in zip(axes, envs, strict=True):
+        data = points[points["env"] == env]
+        for algo, frame in data.groupby("algo", sort=True):
+            color = colors[str(algo)]
+            means = frame.groupby("value")["score"].mean().sort_index()
+            ax.plot(means.index, means.to_numpy(), "-o", color=color, label=f"{algo} (mean)")
+            ax.scatter(
+                frame["value"], frame["score"], color=color, alpha=0.6, s=30, edgecolor="white"
+            )
+        if log_x:
+            ax.set_xscale("log")
+        ticks = sorted(data["value"].unique())
+        ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel(name)
+        ax.set_ylabel(what)
+        ax.set_title(str(env), fontsize=11)
+        ax.legend(fontsize=8, loc="best")
+    note = "lines: mean per value; points: one run each"
+    return finish(fig, f"Score against {name}", caption(runs, note))
+
+
 def performance_profile_figure(
     scores: dict[str, np.ndarray], taus: np.ndarray, with_intervals: bool, note: str
 ) -> Figure | None:

@@ -1,4 +1,12 @@
-"""Writing a report: ``report.md`` beside its PNGs, and one self-contained ``report.html``."""
+"""Writing a report: ``report.md`` beside its PNGs, and one self-contained ``report.html``.
+
+A section may be *folded*: drawn inside ``<details>`` (closed) in both files, its heading
+in the ``<summary>``, so the page reads as its result and a list of headings a reader
+opens on demand. In the Markdown the heading stays a Markdown heading (blank lines
+around it inside ``<summary>``), so GitHub renders it and derives its anchor, and links
+into a folded section still resolve; browsers open a closed ``<details>`` when a link
+targets an element inside it.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +32,8 @@ class Section:
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)  # (caption, table)
     code: list[tuple[str, str]] = field(default_factory=list)  # (caption, shell text)
     after: list[str] = field(default_factory=list)
+    #: Drawn closed inside ``<details>``, its heading the summary line.
+    folded: bool = False
 
     @property
     def anchor(self) -> str:
@@ -63,8 +73,34 @@ def to_markdown(doc: Document) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+DETAILS = re.compile(r"<details>.*?</details>", re.DOTALL)
+
+
+def unfolded_words(markdown: str) -> int:
+    """Words of a Markdown report outside its folded sections (``<details>`` blocks): what
+    a reader meets before opening anything."""
+    return len(DETAILS.sub(" ", markdown).split())
+
+
 def _markdown_section(section: Section) -> list[str]:
-    out = [f"## {section.title}", ""]
+    if section.folded:
+        return [
+            "<details>",
+            "<summary>",
+            "",
+            f"## {section.title}",
+            "",
+            "</summary>",
+            "",
+            *_markdown_body(section),
+            "</details>",
+            "",
+        ]
+    return [f"## {section.title}", "", *_markdown_body(section)]
+
+
+def _markdown_body(section: Section) -> list[str]:
+    out: list[str] = []
     for paragraph in section.paragraphs:
         out += [paragraph, ""]
     for name, alt in section.images:
@@ -142,6 +178,8 @@ pre { background: #f6f6f6; padding: .5em .8em; overflow-x: auto; font-size: .85e
             margin: 1em 0; }
 .warnings ul { margin: .3em 0; }
 .table-wrap { overflow-x: auto; }
+details > summary { cursor: pointer; }
+details > summary h2 { display: inline-block; margin: 1.2em 0 .3em; border-bottom: none; }
 """
 
 
@@ -166,8 +204,18 @@ def to_html(doc: Document, folder: Path) -> str:
 
 
 def _html_section(section: Section, folder: Path) -> list[str]:
-    parts = [f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>']
-    parts += [_paragraph(p) for p in section.paragraphs]
+    heading = f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>'
+    if section.folded:
+        return [
+            f"<details><summary>{heading}</summary>",
+            *_html_body(section, folder),
+            "</details>",
+        ]
+    return [heading, *_html_body(section, folder)]
+
+
+def _html_body(section: Section, folder: Path) -> list[str]:
+    parts = [_paragraph(p) for p in section.paragraphs]
     for name, alt in section.images:
         data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
         parts.append(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">')

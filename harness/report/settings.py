@@ -39,6 +39,7 @@ HEADLINE = (
     "sigma",
     "learning rate",
     "ES update",
+    "covariance",
     "k",
     "W",
     "backend",
@@ -182,9 +183,11 @@ def budget_text(config: dict[str, Any]) -> str:
 
 
 def headline(
-    config: dict[str, Any], n_params: Any = None, sb3_policy: Any = None
+    config: dict[str, Any], n_params: Any = None, sb3_policy: Any = None, covariance: Any = None
 ) -> dict[str, str]:
-    """The main table's settings of one run, as display strings."""
+    """The main table's settings of one run, as display strings. ``covariance``: what a
+    CMA run recorded it used (full, or diagonal sep-CMA when d is too large), which its
+    config alone does not say."""
     params = config.get("params") or {}
     algo = str(config.get("algo"))
     algo_cls = algorithm_class(algo)
@@ -217,6 +220,7 @@ def headline(
         "sigma": _number(sigma),
         "learning rate": _number(params.get("learning_rate")),
         "ES update": update or "—",
+        "covariance": str(covariance) if _present(covariance) else "—",
         "k": _number(config.get("episodes")),
         "W": _number(config.get("workers")),
         "backend": str(config.get("backend")),
@@ -240,12 +244,14 @@ def group_settings(runs: pd.DataFrame, records: dict[str, Any]) -> pd.DataFrame:
     `` / `` where a group's runs disagree, which only bookkeeping keys may)."""
     rows = []
     for (env, group), frame in runs.groupby(["env", GROUP], sort=True):
+        none = pd.Series([None] * len(frame), index=frame.index)
         texts = [
-            headline(records[r].config, n, s)
-            for r, n, s in zip(
+            headline(records[r].config, n, s, c)
+            for r, n, s, c in zip(
                 frame["run"],
-                frame.get("n_params", pd.Series([None] * len(frame), index=frame.index)),
-                frame.get("sb3_policy", pd.Series([None] * len(frame), index=frame.index)),
+                frame.get("n_params", none),
+                frame.get("sb3_policy", none),
+                frame.get("covariance", none),
                 strict=True,
             )
         ]
@@ -261,8 +267,16 @@ def differing(table: pd.DataFrame) -> pd.DataFrame:
     when there is a single row)."""
     if len(table) <= 1:
         return table
-    keep = ["env", "group", "runs"] + [c for c in HEADLINE if table[c].nunique() > 1]
+    keep = ["env", "group", "runs"] + [
+        c for c in HEADLINE if table[c].nunique() > 1 or _always_shown(c, table[c])
+    ]
     return table[keep]
+
+
+def _always_shown(column: str, values: pd.Series) -> bool:
+    """A diagonal CMA is named even when every group ran it: it is not the CMA-ES a reader
+    assumes (sep-CMA learns no correlations between parameters)."""
+    return column == "covariance" and values.astype(str).str.startswith("diagonal").any()
 
 
 def _flat(config: dict[str, Any]) -> dict[str, Any]:

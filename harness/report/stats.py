@@ -11,10 +11,15 @@ The rule (stated in every report):
   only rounds and reads as a mean with a stronger-sounding name;
 * **P(X > Y)** (``rliable.metrics.probability_of_improvement``: Mann-Whitney U / nm)
   only for pairs of groups on one env that differ in exactly one factor (the
-  algorithm, the episodes per fitness k, or the workers W), its interval only when
-  both sides have at least 3 runs;
+  algorithm, the episodes per fitness k, or the workers W) or, all three equal, in
+  exactly one other setting (a hyperparameter of a grid such as sigma), its interval
+  only when both sides have at least 3 runs;
 * a **lead** is called only when the leader's and the runner-up's intervals do not
-  overlap; otherwise the conclusion says "inconclusive at n=...".
+  overlap; otherwise the conclusion says "inconclusive at n=...";
+* a **tie on score** is called when both are at or above the env's threshold (or
+  share the same best score, a ceiling such as CartPole's 500): a difference there
+  is not a better solution, so the conclusion names the group that reached the level
+  first (fewer CPU-seconds, else fewer timesteps) instead of a leader.
 
 Scores compared are each run's evaluation return at the env's *common budget*
 (the largest timesteps, or wall-clock, that every run of the env reached; see
@@ -49,8 +54,8 @@ RULE_TEXT = (
     f"Statistics follow the number of runs: a 95% interval (stratified bootstrap over runs, "
     f"{BOOTSTRAP_REPS} resamples, rliable) only for groups of at least {MIN_RUNS_INTERVAL} runs, "
     f"the IQM (interquartile mean) only with at least {MIN_RUNS_IQM}; smaller groups show "
-    f'"{N_TOO_SMALL}" in those cells. P(X > Y) is listed only for pairs that differ in one '
-    "factor (algorithm, k or W) on the same env."
+    f'"{N_TOO_SMALL}" in those cells. P(X > Y) is listed only for pairs on the same env that '
+    "differ in one factor (algorithm, k or W) or only in one hyperparameter."
 )
 
 
@@ -266,22 +271,47 @@ def _factor_values(frame: pd.DataFrame) -> dict[str, Any]:
     return {column: frame[column].iloc[0] if column in frame else None for column in FACTORS}
 
 
-def one_factor_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+def _setting_text(value: Any) -> str:
+    """A setting as comparable text; a missing one (NaN, None) as ``n/a``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def setting_name(column: str) -> str:
+    """A config column as a reader names it: ``params.sigma`` -> ``sigma``."""
+    return column.split(".")[-1]
+
+
+def one_factor_pairs(
+    runs: pd.DataFrame, settings: Sequence[str] = ()
+) -> list[tuple[str, str, str, str]]:
     """(env, X, Y, factor) for every pair of groups on one env differing in exactly one of
-    algorithm, k and W. Groups whose runs mix values of a factor are left out."""
+    algorithm, k and W, or, those three equal, in exactly one of ``settings`` (config
+    columns such as ``params.sigma``; the factor is then the setting's short name). Groups
+    whose runs mix values of a factor are left out."""
+    others = [c for c in settings if c in runs and c not in FACTORS and c not in ("env", GROUP)]
     pairs = []
     for env, env_runs in runs.groupby("env", sort=True):
         factors: dict[str, dict[str, Any]] = {}
+        values: dict[str, dict[str, str]] = {}
         for group, frame in env_runs.groupby(GROUP, sort=True):
             if any(c in frame and frame[c].nunique() > 1 for c in FACTORS):
                 continue
             factors[str(group)] = _factor_values(frame)
+            values[str(group)] = {c: _setting_text(frame[c].iloc[0]) for c in others}
         names = sorted(factors)
         for i, x in enumerate(names):
             for y in names[i + 1 :]:
                 differ = [c for c in FACTORS if factors[x][c] != factors[y][c]]
                 if len(differ) == 1:
                     pairs.append((str(env), x, y, FACTORS[differ[0]]))
+                elif not differ:
+                    changed = [c for c in others if values[x][c] != values[y][c]]
+                    if len(changed) == 1:
+                        pairs.append((str(env), x, y, setting_name(changed[0])))
     return pairs
 
 
@@ -290,19 +320,27 @@ def probability_of_improvement(
     column: str,
     other_differences: Callable[[str, str, str], str] | None = None,
     seed: int = 0,
+    settings: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """P(X > Y) of ``runs[column]`` for the one-factor pairs, with an interval when both
-    groups have at least 3 runs. ``other_differences(env, x, y)`` names settings beyond
-    the factor that also differ (shown, so a pair is not read as a clean comparison)."""
+    """P(X > Y) of ``runs[column]`` for the one-factor pairs (``settings``: the config
+    columns a pair may differ in alone, see :func:`one_factor_pairs`), with an interval
+    when both groups have at least 3 runs. ``other_differences(env, x, y)`` names settings
+    beyond the factor that also differ (shown, so a pair is not read as a clean
+    comparison)."""
     _, metrics = quiet_rliable()
     rows = []
-    for env, x, y, factor in one_factor_pairs(runs):
+    for env, x, y, factor in one_factor_pairs(runs, settings):
         env_runs = runs[runs["env"] == env]
         sx = env_runs.loc[env_runs[GROUP] == x, column].dropna().to_numpy(float).reshape(-1, 1)
         sy = env_runs.loc[env_runs[GROUP] == y, column].dropna().to_numpy(float).reshape(-1, 1)
         if not (sx.size and sy.size):
             continue
         point = float(metrics.probability_of_improvement(sx, sy))
+        also = other_differences(env, x, y) if other_differences else ""
+        # the setting a hyperparameter pair differs in is its factor, not another difference
+        also = ", ".join(
+            part for part in also.split(", ") if part and part.replace(" ", "_") != factor
+        )
         low = high = math.nan
         if min(len(sx), len(sy)) >= MIN_RUNS_INTERVAL:
             _, intervals = _bootstrap((sx, sy), poi_statistic, BOOTSTRAP_REPS, seed)
@@ -318,7 +356,7 @@ def probability_of_improvement(
                 "P(X > Y)": point,
                 "low": low,
                 "high": high,
-                "also differ": other_differences(env, x, y) if other_differences else "",
+                "also differ": also,
             }
         )
     return pd.DataFrame(rows)
@@ -334,9 +372,84 @@ def overlap(a: GroupStats, b: GroupStats) -> bool | None:
     return not (a.mean_low > b.mean_high or b.mean_low > a.mean_high)
 
 
-def lead_text(stats: dict[str, GroupStats], where: str, digits: int = 1) -> str:
+@dataclass
+class TimeTo:
+    """How a group reached a return level: medians over the runs that reached it (NaN
+    where none did or the run did not measure it) and how many of its runs did."""
+
+    timesteps: float
+    cpu_seconds: float
+    wall_s: float
+    reached: int
+    runs: int
+
+
+def _first_text(
+    tied: list[str], level_name: str, time_to: dict[str, TimeTo], said: set[str] | None = None
+) -> str:
+    """Which of the ``tied`` groups reached the level first: fewer CPU-seconds where every
+    one measured them (compute, which does not grow when runs share cores), else fewer
+    timesteps; the other measure is named where it disagrees."""
+    known = [g for g in tied if g in time_to and time_to[g].reached > 0]
+    if len(known) < 2:
+        return ""
+    by_cpu = all(not math.isnan(time_to[g].cpu_seconds) for g in known)
+    key = "cpu_seconds" if by_cpu else "timesteps"
+    order = sorted(known, key=lambda g: getattr(time_to[g], key))
+    first = order[0]
+
+    def measured(group: str) -> str:
+        t = time_to[group]
+        parts = [f"{_compact(t.timesteps)} timesteps"]
+        if not math.isnan(t.cpu_seconds):
+            parts.append(f"{t.cpu_seconds:.1f} CPU-s")
+        return f"{group} {' / '.join(parts)} ({t.reached} of {t.runs} runs)"
+
+    text = (
+        f" **{first}** got there first (median to {level_name}: "
+        + "; ".join(measured(g) for g in order)
+        + ")"
+    )
+    if said is not None:
+        if text in said:
+            return f" **{first}** got there first (as above)."
+        said.add(text)
+    if by_cpu:
+        fewest_steps = min(known, key=lambda g: time_to[g].timesteps)
+        if fewest_steps != first:
+            text += f", though {fewest_steps} needed fewer timesteps"
+    return text + "."
+
+
+def _compact(value: float) -> str:
+    if math.isnan(value):
+        return "n/a"
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.3g}k"
+    return f"{value:.3g}"
+
+
+def lead_text(
+    stats: dict[str, GroupStats],
+    where: str,
+    digits: int = 1,
+    level: float | None = None,
+    level_name: str = "",
+    time_to: Callable[[float], dict[str, TimeTo]] | None = None,
+    said: set[str] | None = None,
+) -> str:
     """One caveated sentence: who leads ``where`` (e.g. "at 40k timesteps"), and whether
-    the intervals let one say so. Groups without a score there are named as such."""
+    the intervals let one say so; every other group follows with its mean, so no
+    algorithm drops out of the conclusion. Groups without a score there are named.
+
+    The tie rule: where the leader and the runner-up are both at or above ``level`` (the
+    env's threshold, ``level_name`` naming it) or share the best mean (a ceiling), the
+    sentence calls a tie on score and names the group that got there first, from
+    ``time_to(level)`` (per group, see :class:`TimeTo`): a solved task is not solved
+    better by scoring 10.65 instead of 10.5. ``said``: the "got there first" clauses
+    already written (shared by one env's lines, so the clause is not repeated)."""
     ranked = sorted(((g, s) for g, s in stats.items() if s.n > 0), key=lambda item: -item[1].mean)
     absent = sorted(g for g, s in stats.items() if s.n == 0)
     tail = f" No score by then for {', '.join(absent)}." if absent else ""
@@ -348,26 +461,63 @@ def lead_text(stats: dict[str, GroupStats], where: str, digits: int = 1) -> str:
             f"{where}: only {group} has a score (mean {s.mean:.{digits}f}, n={s.n}); "
             f"nothing to compare.{tail}"
         )
+
+    def mean_of(item: tuple[str, GroupStats]) -> str:
+        return f"{item[0]} (mean {item[1].mean:.{digits}f}, n={item[1].n})"
+
     top = [(g, s) for g, s in ranked if math.isclose(s.mean, ranked[0][1].mean, abs_tol=1e-9)]
-    if len(top) > 1:
-        names = ", ".join(f"{g} (n={s.n})" for g, s in top)
-        return f"{where}: {names} tie at mean {top[0][1].mean:.{digits}f}.{tail}"
+    solved = (
+        [(g, s) for g, s in ranked if s.mean >= level]
+        if level is not None and not math.isnan(level)
+        else []
+    )
+    if len(solved) > 1 or len(top) > 1:
+        tied = solved if len(solved) > 1 else top
+        rest = [item for item in ranked if item not in tied]
+        if len(solved) > 1:
+            text = (
+                f"{where}: {', '.join(mean_of(t) for t in tied)} tie on score: "
+                f"{'both' if len(tied) == 2 else 'all'} at or above {level_name}"
+            )
+            at = float(level) if level is not None else math.nan
+        else:
+            text = f"{where}: {', '.join(mean_of(t) for t in tied)} tie at mean " + (
+                f"{top[0][1].mean:.{digits}f}"
+            )
+            at, level_name = top[0][1].mean, f"{top[0][1].mean:.{digits}f}"
+        text += "."
+        if time_to is not None:
+            text += _first_text([g for g, _ in tied], level_name, time_to(at), said)
+        if rest:
+            text += " Then " + ", ".join(mean_of(item) for item in rest) + "."
+        return text + tail
     (first, a), (second, b) = ranked[0], ranked[1]
     text = (
         f"{where}: **{first}** leads (mean {a.mean:.{digits}f}, n={a.n}) ahead of {second} "
         f"(mean {b.mean:.{digits}f}, n={b.n})"
     )
+    rest_text = ""
+    if len(ranked) > 2:
+        rest_text = " Then " + ", ".join(mean_of(item) for item in ranked[2:]) + "."
     verdict = overlap(a, b)
     smallest = min(a.n, b.n)
     if verdict is None:
-        return text + f"; no intervals at n={smallest}: inconclusive at n={smallest}.{tail}"
+        return (
+            text + f"; no intervals at n={smallest}: inconclusive at n={smallest}.{rest_text}{tail}"
+        )
     bounds = (
         f"[{a.mean_low:.{digits}f}, {a.mean_high:.{digits}f}] vs "
         f"[{b.mean_low:.{digits}f}, {b.mean_high:.{digits}f}]"
     )
     if verdict:
-        return text + f"; 95% intervals overlap ({bounds}): inconclusive at n={smallest}.{tail}"
-    return text + f"; 95% intervals do not overlap ({bounds}): {first} ahead at n={smallest}.{tail}"
+        return (
+            text + f"; 95% intervals overlap ({bounds}): inconclusive at n={smallest}."
+            f"{rest_text}{tail}"
+        )
+    return (
+        text + f"; 95% intervals do not overlap ({bounds}): {first} ahead at n={smallest}."
+        f"{rest_text}{tail}"
+    )
 
 
 # -- performance profiles ---------------------------------------------------------------
