@@ -102,8 +102,19 @@ def test_small_benchmark_runs_resumes_and_redraws_from_its_archive(tmp_path: Pat
         assert repr(value) in bad.stderr
     again = harness_cli("benchmark", "run", "--file", str(spec), "--runs-dir", str(runs))
     assert "6 already completed, 0 ran" in again.stdout
+    nowhere = tmp_path / "nowhere"
+    bad = harness_cli(
+        "benchmark", "report", "--file", str(spec), "--out", str(nowhere), "--resamples", "5",
+        check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "harness: error: --resamples 5 is outside 100..1,000,000"
+    ], bad.stderr
+    assert not nowhere.exists()
 
+    # A draft of 500 resamples: the interval code is the same, at a twentieth of the time.
     common = ["--file", str(spec), "--out", str(out), "--summary", str(summary)]
+    common += ["--resamples", "500"]
     harness_cli("benchmark", "report", "--runs-dir", str(runs), *common)
     archive = out / "cartpole" / "runs.tar.xz"
     archived = run_dirs(extract_run_archive(archive))
@@ -124,6 +135,7 @@ def test_small_benchmark_runs_resumes_and_redraws_from_its_archive(tmp_path: Pat
     timesteps_section = page.split("## Aggregate at equal timesteps")[1].split("## ")[0]
     assert "Not drawn yet" not in timesteps_section
     assert "report/aggregate_timesteps.png" in timesteps_section
+    assert "(rliable; a draft of 500 resamples)" in timesteps_section  # not the default 20,000
     for name in ("aggregate_timesteps.png", "profiles_timesteps.png"):
         assert (out / name).stat().st_size > 1000
     # At equal CPU-seconds PPO may have no evaluation yet where the ES runs' CPU ends: then
@@ -314,6 +326,7 @@ def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
     spec = write(tmp_path, CARRIED)
     out, summary = tmp_path / "report", tmp_path / "BENCHMARK.md"
     common = ["--file", str(spec)]
+    draft = ["--resamples", "500"]  # the report's intervals are not what this test checks
     keys = {name: {"HARNESS_CHECKPOINT_KEY_FILE": str(tmp_path / name / "key")} for name in "ABC"}
 
     straight = tmp_path / "straight"
@@ -327,7 +340,7 @@ def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
     )  # fmt: skip
     assert stopped.returncode == 1 and "INTERRUPTED" in stopped.stdout
     reported = harness_cli(
-        "benchmark", "report", *common, "--runs-dir", str(machine_a), "--out", str(out),
+        "benchmark", "report", *common, *draft, "--runs-dir", str(machine_a), "--out", str(out),
         "--summary", str(summary), env=keys["A"],
     )  # fmt: skip
     assert "unfinished runs carried in the report folder: CartPole 1" in reported.stderr
@@ -370,7 +383,7 @@ def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
     assert "not continued" not in rerun.stderr  # its own run is ahead of the carried one
 
     harness_cli(
-        "benchmark", "report", *common, "--runs-dir", str(machine_b), "--out", str(out),
+        "benchmark", "report", *common, *draft, "--runs-dir", str(machine_b), "--out", str(out),
         "--summary", str(summary), env=keys["B"],
     )  # fmt: skip
     assert not (out / "cartpole" / "unfinished.tar.xz").exists()

@@ -36,6 +36,9 @@ from harness.benchmark.carry import (
     unfinished_runs,
 )
 from harness.benchmark.spec import (
+    AGGREGATE_REPS,
+    MAX_RESAMPLES,
+    MIN_RESAMPLES,
     RANDOM_SCORES,
     Benchmark,
     BenchmarkError,
@@ -137,6 +140,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 type=Path,
                 default=Path("BENCHMARK.md"),
                 help="the one-page summary (BENCHMARK.md)",
+            )
+            command.add_argument(
+                "--resamples",
+                type=int,
+                default=None,
+                metavar="N",
+                help=f"bootstrap resamples of the aggregate intervals ({AGGREGATE_REPS:,}; "
+                "profiles and P(X > Y) use a tenth): fewer draw a quick draft, which the "
+                "page then names",
             )
         command.set_defaults(benchmark_run=globals()[f"cmd_{name}"])
 
@@ -380,11 +392,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_writable_dir(args.summary.parent, "--summary's folder")
     if args.summary.exists() and not os.access(args.summary, os.W_OK):
         raise UsageError(f"--summary {str(args.summary)!r} is not writable")
+    if args.resamples is not None and not MIN_RESAMPLES <= args.resamples <= MAX_RESAMPLES:
+        raise UsageError(
+            f"--resamples {args.resamples} is outside {MIN_RESAMPLES:,}..{MAX_RESAMPLES:,}"
+        )
     _check_archives(bench, args.out)  # a refused archive: nothing written yet
     if (args.out / RANDOM_SCORES).is_file():  # likewise the folder's random-policy scores
         read_random_scores(args.out / RANDOM_SCORES)
     try:
-        carried = write_benchmark_report(bench, args.runs_dir, args.out, args.summary)
+        carried = write_benchmark_report(
+            bench, args.runs_dir, args.out, args.summary, resamples=args.resamples
+        )
     except OSError as error:  # a file of the folder read-only, the disk full
         where = f" {error.filename}" if error.filename else ""
         raise UsageError(

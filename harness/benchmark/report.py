@@ -43,7 +43,13 @@ from harness.benchmark.carry import (
     unfinished_runs,
     write_unfinished,
 )
-from harness.benchmark.spec import RANDOM_SCORES, Benchmark, Task, measured_random_scores
+from harness.benchmark.spec import (
+    AGGREGATE_REPS,
+    RANDOM_SCORES,
+    Benchmark,
+    Task,
+    measured_random_scores,
+)
 from harness.report import data as d
 from harness.report import stats
 from harness.report.tables import fmt, interval, markdown_table
@@ -52,7 +58,6 @@ from harness.sweep.identity import cell_identity, same_cell
 #: The x axes scores are compared at: timesteps, and CPU-seconds of the run's processes.
 AXES = {"timesteps": "timesteps", "cpu_seconds": "CPU-seconds"}
 BOOTSTRAP_SEED = 0
-AGGREGATE_REPS = 20000
 
 
 # -- archives ------------------------------------------------------------------------------------
@@ -476,7 +481,7 @@ def aggregate_matrix(all_scores: Sequence[TaskScores], axis: str) -> Aggregate:
 
 
 def aggregate_figures(
-    matrix: dict[str, np.ndarray], out: Path, suffix: str
+    matrix: dict[str, np.ndarray], out: Path, suffix: str, reps: int = AGGREGATE_REPS
 ) -> tuple[pd.DataFrame, list[str]]:
     """IQM and mean with intervals (a figure and a table) and performance profiles."""
     import matplotlib
@@ -496,7 +501,7 @@ def aggregate_figures(
         points, intervals = library.get_interval_estimates(
             matrix,
             aggregates,
-            reps=AGGREGATE_REPS,
+            reps=reps,
             random_state=np.random.RandomState(BOOTSTRAP_SEED),
         )
     algos = sorted(matrix, key=lambda a: points[a][0])
@@ -522,7 +527,9 @@ def aggregate_figures(
 
     taus = np.linspace(-0.5, 1.5, 81)
     with stats.seeded_bootstrap(BOOTSTRAP_SEED):
-        profiles, profile_cis = library.create_performance_profile(matrix, taus, reps=2000)
+        profiles, profile_cis = library.create_performance_profile(
+            matrix, taus, reps=max(reps // 10, 1)
+        )
     fig, ax = plt.subplots(figsize=(7, 4))
     plot_utils.plot_performance_profiles(
         profiles,
@@ -553,7 +560,9 @@ def aggregate_figures(
     return table, [interval_png, profile_png]
 
 
-def improvement_rows(matrix: dict[str, np.ndarray], families: dict[str, str]) -> pd.DataFrame:
+def improvement_rows(
+    matrix: dict[str, np.ndarray], families: dict[str, str], reps: int = AGGREGATE_REPS
+) -> pd.DataFrame:
     """P(ES algorithm > RL algorithm) over runs and tasks, with stratified-bootstrap intervals."""
     library, metrics = stats.quiet_rliable()
     rows = []
@@ -566,7 +575,7 @@ def improvement_rows(matrix: dict[str, np.ndarray], families: dict[str, str]) ->
                 points, intervals = library.get_interval_estimates(
                     pair,
                     metrics.probability_of_improvement,
-                    reps=2000,
+                    reps=max(reps // 10, 1),
                     random_state=np.random.RandomState(BOOTSTRAP_SEED),
                 )
             key = f"{x},{y}"
@@ -627,9 +636,16 @@ def read_random_scores(path: Path) -> dict[str, dict[str, float]]:
 
 
 def write_benchmark_report(
-    bench: Benchmark, runs_dir: Path | None, out: Path, summary: Path
+    bench: Benchmark,
+    runs_dir: Path | None,
+    out: Path,
+    summary: Path,
+    resamples: int | None = None,
 ) -> dict[str, int]:
     """Refresh the archives, redraw every task's report, write the report and the summary.
+
+    ``resamples``: bootstrap resamples of the aggregate intervals (None: :data:`AGGREGATE_REPS`);
+    a page drawn with another number says so beside its intervals.
 
     Returns the number of unfinished runs the folder carries per task (from ``runs_dir``
     when given, :func:`harness.benchmark.carry.write_unfinished`)."""
@@ -714,6 +730,8 @@ def write_benchmark_report(
         per_task_sections.append(section)
 
     families = {algo: (family_of(algo) or "es") for task in bench.tasks for algo in task.algos}
+    reps = AGGREGATE_REPS if resamples is None else resamples
+    draft = "" if reps == AGGREGATE_REPS else f"; a draft of {reps:,} resamples"
     aggregate_sections = []
     for axis, label in AXES.items():
         aggregate = aggregate_matrix(all_scores, axis)
@@ -730,7 +748,7 @@ def write_benchmark_report(
                 )
             )
             continue
-        table, images = aggregate_figures(matrix, out, axis)
+        table, images = aggregate_figures(matrix, out, axis, reps)
         n_runs = next(iter(matrix.values())).shape[0]
         aggregate_sections.append(
             Section(
@@ -738,7 +756,7 @@ def write_benchmark_report(
                 paragraphs=[
                     f"Normalised scores at each task's common {label} over {len(envs)} task(s) "
                     f"({', '.join(envs)}) and {n_runs} seeds each: IQM and mean with 95% "
-                    "stratified-bootstrap intervals (rliable), then performance profiles "
+                    f"stratified-bootstrap intervals (rliable{draft}), then performance profiles "
                     "(the fraction of runs above each normalised score)."
                     + (
                         " Not in the aggregate: "
@@ -751,7 +769,7 @@ def write_benchmark_report(
                 images=[(images[0], f"IQM and mean at equal {label}")],
                 tables=[
                     ("", table),
-                    ("Probability of improvement", improvement_rows(matrix, families)),
+                    ("Probability of improvement", improvement_rows(matrix, families, reps)),
                 ],
                 after=[f"![performance profiles at equal {label}]({images[1]})"],
             )

@@ -25,6 +25,11 @@ TASK_KEYS = ("env", "budget", "reference", "algos", "set", "overrides", "note", 
 #: Reported results use seeds from here on; tuning uses seeds below it.
 FIRST_HELD_OUT_SEED = 100
 
+#: Bootstrap resamples of the benchmark's aggregate intervals (its profiles and P(X > Y) take
+#: a tenth); ``benchmark report --resamples`` lowers them for a quick draft, within these bounds.
+AGGREGATE_REPS = 20000
+MIN_RESAMPLES, MAX_RESAMPLES = 100, 1_000_000
+
 
 #: The random-policy reference scores: measured into a runs directory by ``benchmark run``,
 #: committed beside the benchmark's report by ``benchmark report``.
