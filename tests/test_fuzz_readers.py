@@ -25,15 +25,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from harness import rundir
+from harness.config import ConfigError
+from harness.sweep.spec import SweepError, load_sweep
 
-from harness import rundir  # noqa: E402
-from harness.config import ConfigError  # noqa: E402
-from harness.sweep.spec import SweepError, load_sweep  # noqa: E402
-
+# Slow: thousands of generated inputs per reader; the fast suite keeps one test per known
+# hostile file (tests/test_trust_*.py).
 pytestmark = pytest.mark.slow
 
 #: Bounded: under a minute for the whole file on a loaded 2-core machine.

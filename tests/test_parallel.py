@@ -201,6 +201,7 @@ def kill_in_generation(target_generation: int, killed: list[int]) -> Any:
 
 
 # -- determinism --------------------------------------------------------------------------
+# 4 workers slow: on 2 cores they add time, not a new case (1 and 2 cover the split).
 @pytest.mark.parametrize("workers", [1, 2, pytest.param(4, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", ES_ALGORITHMS)
 def test_process_backend_matches_inline(name: str, workers: int) -> None:

@@ -292,6 +292,8 @@ set: [checkpoint_every=1, eval_every_timesteps=400, eval_episodes=3]
 """
 
 
+# Slow: 4 sweep cells on 4 process workers, each interrupted and resumed, then check-repro
+# (three more runs) and a report; the fast tests check each step on its own.
 @pytest.mark.slow
 def test_the_plugin_end_to_end_sweep_interrupt_resume_check_repro_report(project: Path) -> None:
     """The installed algorithm on an env of the user's module: a 2 x 2 grid on 4 process

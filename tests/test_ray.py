@@ -56,6 +56,7 @@ def local_ray() -> Iterator[None]:
 
 @pytest.mark.usefixtures("local_ray")
 class TestLocalRay:
+    # 4 workers slow: on 2 cores they add time, not a new case (1 and 2 cover the split).
     @pytest.mark.parametrize("workers", [1, 2, pytest.param(4, marks=pytest.mark.slow)])
     @pytest.mark.parametrize("name", ES_ALGORITHMS)
     def test_ray_matches_inline_and_ships_the_same_bytes_as_process(
@@ -208,6 +209,7 @@ LOST_HEAD = textwrap.dedent(
 )
 
 
+# Slow: Ray itself waits about 60 s before it ends a driver whose head is gone.
 @pytest.mark.slow
 def test_lost_cluster_head_is_a_clear_error_not_a_hang() -> None:
     """Ray ends a driver whose head is gone for 60 s; the evaluator must say so first."""

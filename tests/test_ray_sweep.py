@@ -24,6 +24,8 @@ import pytest
 
 from tests.conftest import ROOT, deterministic_metrics, harness_cli
 
+# Slow: each test starts Ray clusters (head and worker nodes, 5-10 s each) and sweeps on them;
+# the process-pool sweeps of test_sweep.py check the same scheduling in the fast suite.
 pytestmark = pytest.mark.slow
 
 STORE = {"object_store_memory": 80 * 1024 * 1024}

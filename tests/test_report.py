@@ -764,6 +764,7 @@ def test_pca_map_matches_the_leading_principal_components() -> None:
         np.testing.assert_array_equal(pca(data)[0], xy)  # deterministic
 
 
+# Slow: numba compiles UMAP for about 15 s; the default PCA map is checked in the fast suite.
 @pytest.mark.slow
 def test_umap_map_when_asked(sweep_runs: Path, tmp_path: Path) -> None:
     out = tmp_path / "umap"

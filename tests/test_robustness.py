@@ -261,6 +261,7 @@ def test_a_stop_signal_at_start_up_leaves_a_resumable_run(
     assert _deterministic(resumed["metrics"], read_run(reference / "1")["metrics"]) == []
 
 
+# Slow: starts a real Ray instance (4-5 s, 700 MB) to land a SIGTERM inside ray.init.
 @pytest.mark.slow
 def test_sigterm_while_ray_starts_leaves_an_interrupted_resumable_run(tmp_path: Path) -> None:
     """``ray.init`` takes seconds; a SIGTERM in them used to record FAILED."""

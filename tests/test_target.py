@@ -285,6 +285,7 @@ def test_progress_bar_moves_under_every_budget(budget: list[str], tmp_path: Path
     assert "100%|" in completed.stderr and "<00:00" in completed.stderr  # full bar, no ETA left
 
 
+# Slow: check-repro's four full runs (W=1 twice, W=2, interrupted and resumed).
 @pytest.mark.slow
 def test_confirmations_are_reproducible_across_workers_and_resume() -> None:
     """check-repro with the rejected-then-confirmed target: W=1 twice, W=2, and a run
