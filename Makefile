@@ -14,13 +14,14 @@ venv: $(STAMP)
 
 # torch is pinned to the CPU build that pip takes from local disk; never a CUDA build.
 # The worked plugin (examples/plugin) is installed beside the harness: its tests drive it as
-# a user's own package, found through its entry point.
+# a user's own package, found through its entry point. PYTHONWARNINGS=ignore: setuptools'
+# notes on how editable installs work are not something a user of the harness can act on.
 $(STAMP): pyproject.toml examples/plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip wheel "setuptools<81"
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e examples/plugin
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e ".[dev]"
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e examples/plugin
 	touch $(STAMP)
 
 # The demo's runs and report go under runs/ (not tracked): a fresh clone stays clean.
