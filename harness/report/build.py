@@ -136,7 +136,10 @@ class ReportBuilder:
         keys = [
             key
             for key in settings.HEADLINE
-            if key not in skip and table.at[x, key] != table.at[y, key]
+            if key not in skip
+            and table.at[x, key] != table.at[y, key]
+            # CMA's covariance against an algorithm that has none is the algorithm itself
+            and not (key == "covariance" and "—" in (table.at[x, key], table.at[y, key]))
         ]
         if table.at[x, "parameters"] != table.at[y, "parameters"]:
             keys.insert(

@@ -220,7 +220,7 @@ def headline(
         "sigma": _number(sigma),
         "learning rate": _number(params.get("learning_rate")),
         "ES update": update or "—",
-        "covariance": str(covariance) if _present(covariance) else "—",
+        "covariance": _covariance_text(covariance, n_params, params),
         "k": _number(config.get("episodes")),
         "W": _number(config.get("workers")),
         "backend": str(config.get("backend")),
@@ -232,6 +232,19 @@ def headline(
         f"{_number(config.get('eval_every_timesteps'))} timesteps",
         "budget": budget_text(config),
     }
+
+
+def _covariance_text(covariance: Any, n_params: Any, params: dict[str, Any]) -> str:
+    """The recorded covariance; a diagonal one recorded without its reason (a run from
+    before the summary held it) gets the size bound it exceeded, where that explains it."""
+    if not _present(covariance):
+        return "—"
+    text = str(covariance)
+    bound = params.get("diagonal_threshold")
+    known = text == "diagonal (sep-CMA)" and _present(n_params) and _present(bound)
+    if known and float(n_params) > float(bound or 0):
+        text += f": d={int(float(n_params))} exceeds diagonal_threshold={_number(bound)}"
+    return text
 
 
 def _joined(values: Iterable[str]) -> str:
