@@ -51,6 +51,23 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{ERROR_PREFIX} {message} (see `{self.prog} --help`)\n")
 
 
+def add_import_flag(parser: argparse.ArgumentParser, why: str) -> None:
+    """``--import MODULE`` (repeatable, into ``imports``) with one help text for every command.
+
+    ``why``: what the module is for in this command. A module is found on the Python path,
+    never in the current directory, so that a file planted beside a run cannot be imported.
+    """
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help=f"import a module of your own: {why}; found on the Python path, not in the "
+        "current directory (set PYTHONPATH)",
+    )
+
+
 def positive(kind: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     """An argparse type: ``kind(text)`` that must be > 0; errors name the flag and the value."""
     noun = "an integer" if kind is int else "a number"

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import rundir
-from harness.commands import UsageError, positive
+from harness.commands import UsageError, add_import_flag, positive
 
 __all__ = ["add_arguments", "run"]
 
@@ -60,15 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="play the last checkpoint's policy even where a final one is stored",
     )
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import a module of your own first (the run's env or algorithm registers "
-        "there); found on the Python path, not in the current directory (set PYTHONPATH)",
-    )
+    add_import_flag(parser, "first, where the run's env or algorithm registers")
 
 
 def _check_args(args: argparse.Namespace) -> tuple[Path, Path | None]:

@@ -75,7 +75,7 @@ from harness.checkpoint import (
     ensure_checkpoint_key,
     load_checkpoint,
 )
-from harness.commands import UsageError, check_ray_address, print_outcome
+from harness.commands import UsageError, add_import_flag, check_ray_address, print_outcome
 from harness.config import BUDGET_KEYS, ConfigError, build_run_config
 from harness.signals import latch_stop_signals
 from harness.user_modules import UntrustedImportError, load_run_modules
@@ -120,15 +120,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         show_defaults=False,
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import a module of your own (found on the Python path, not in the current "
-        "directory: set PYTHONPATH); needed for a run whose recorded imports its checkpoint "
-        "does not vouch for (see docs/extending.md)",
+    add_import_flag(
+        parser,
+        "needed for a run whose recorded imports its checkpoint does not vouch for "
+        "(docs/extending.md)",
     )
     parser.add_argument(
         "--trust-legacy-checkpoint",

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.commands import add_import_flag
+
 #: sub-benchmark -> (module, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "overhead": ("harness.bench.overhead", "share of worker time spent outside env.step"),
@@ -33,15 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             continue
         bench_parser = sub.add_parser(name, help=help_text, description=help_text)
         bench_parser.add_argument("--json", type=Path, help="also write the figures here")
-        bench_parser.add_argument(
-            "--import",
-            dest="imports",
-            action="append",
-            default=[],
-            metavar="MODULE",
-            help="import a module of your own first (where an env or algorithm registers); "
-            "found on the Python path, not in the current directory (set PYTHONPATH)",
-        )
+        add_import_flag(bench_parser, "first, where an env or algorithm registers")
         module.add_arguments(bench_parser)
         bench_parser.set_defaults(bench_run=module.run)
 

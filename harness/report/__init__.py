@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 
 from harness import schema
+from harness.commands import add_import_flag
 
 __all__ = ["add_arguments", "build_report", "run"]
 
@@ -110,15 +111,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the sections that play stored final policies (frames, behavioural "
         "diversity): faster",
     )
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import a module of your own (found on the Python path, not in the current "
-        "directory: set PYTHONPATH); a run's recorded imports are imported only when named "
-        "here or when its checkpoint is signed with your key, else it is shown as recorded",
+    add_import_flag(
+        parser,
+        "a run's recorded imports are imported only when named here or when its checkpoint "
+        "is signed with your key, else it is shown as recorded",
     )
     parser.add_argument(
         "--algo",

@@ -15,6 +15,7 @@ from harness.checkpoint import ensure_checkpoint_key
 from harness.commands import (
     OVERSUBSCRIBE_FACTOR,
     UsageError,
+    add_import_flag,
     check_run_resources,
     check_runs_dir,
 )
@@ -41,14 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cells run at once (default: the file's jobs, else 1); more jobs "
         "than cores distorts wall-clock comparisons",
     )
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import a module of your own first, for every cell (added to the file's imports)",
-    )
+    add_import_flag(parser, "first, for every cell (added to the file's imports)")
     parser.add_argument(
         "--set",
         dest="overrides",
