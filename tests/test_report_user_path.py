@@ -253,6 +253,19 @@ def test_tie_rule_and_every_group_in_the_sentence() -> None:
     text = stats.lead_text(ceiling, "at 40k timesteps", time_to=time_to_ceiling)
     assert "tie at mean 500.0" in text and "**a** got there first" in text
 
+    # a group whose median comes from one run of three is not first over one whose every
+    # run got there, however fast that one run was
+    def partly(level: float) -> dict[str, stats.TimeTo]:
+        return {
+            "a": stats.TimeTo(20_000, 9.0, 5.0, 3, 3),
+            "b": stats.TimeTo(2_000, 1.0, 1.0, 1, 3),
+        }
+
+    text = stats.lead_text(
+        solved, "at 40k timesteps", level=10.0, level_name="the threshold 10", time_to=partly
+    )
+    assert "**a** got there first" in text and "though" not in text
+
 
 def time_to_ceiling(level: float) -> dict[str, stats.TimeTo]:
     assert level == 500.0

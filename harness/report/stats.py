@@ -387,15 +387,19 @@ class TimeTo:
 def _first_text(
     tied: list[str], level_name: str, time_to: dict[str, TimeTo], said: set[str] | None = None
 ) -> str:
-    """Which of the ``tied`` groups reached the level first: fewer CPU-seconds where every
-    one measured them (compute, which does not grow when runs share cores), else fewer
-    timesteps; the other measure is named where it disagrees."""
+    """Which of the ``tied`` groups reached the level first: the larger share of its runs
+    reached it (a median over the one run of two that got there is no lead), then fewer
+    CPU-seconds where every one measured them (compute, which does not grow when runs
+    share cores), else fewer timesteps; the other measure is named where it disagrees."""
     known = [g for g in tied if g in time_to and time_to[g].reached > 0]
     if len(known) < 2:
         return ""
     by_cpu = all(not math.isnan(time_to[g].cpu_seconds) for g in known)
     key = "cpu_seconds" if by_cpu else "timesteps"
-    order = sorted(known, key=lambda g: getattr(time_to[g], key))
+    order = sorted(
+        known,
+        key=lambda g: (-time_to[g].reached / time_to[g].runs, getattr(time_to[g], key)),
+    )
     first = order[0]
 
     def measured(group: str) -> str:
@@ -415,7 +419,9 @@ def _first_text(
             return f" **{first}** got there first (as above)."
         said.add(text)
     if by_cpu:
-        fewest_steps = min(known, key=lambda g: time_to[g].timesteps)
+        share = time_to[first].reached / time_to[first].runs
+        peers = [g for g in known if time_to[g].reached / time_to[g].runs == share]
+        fewest_steps = min(peers, key=lambda g: time_to[g].timesteps)
         if fewest_steps != first:
             text += f", though {fewest_steps} needed fewer timesteps"
     return text + "."
