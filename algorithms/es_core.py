@@ -302,6 +302,24 @@ def make_update_rule(
     raise ValueError(f"optimizer must be adam, sgd or clipup, got {name!r}")
 
 
+#: each update rule in the report's words, by its ``optimizer`` knob
+RULE_WORDS = {"adam": "Adam", "sgd": "SGD", "clipup": "ClipUp"}
+
+
+def describe_rule(params: dict[str, Any]) -> str:
+    """The update rule a config names, in words: ``Adam``, ``SGD, momentum 0.9``,
+    ``ClipUp, max speed 0.15, momentum 0.9``. ``params`` holds every knob (defaults filled)."""
+    name = str(params["optimizer"])
+    momentum = float(params.get("momentum", 0.0) or 0.0)
+    if name == "sgd":
+        return "SGD" if not momentum else f"SGD, momentum {momentum:g}"
+    if name == "clipup":
+        speed = float(params.get("max_speed", 0.0) or 0.0)
+        speed_text = f"max speed {speed:g}" if speed else "max speed 2 x learning rate"
+        return f"ClipUp, {speed_text}, momentum {momentum:g}"
+    return RULE_WORDS.get(name, name)
+
+
 # -- centre gradients (E2) ------------------------------------------------------------------
 def plain_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
     """OpenAI-ES: the estimate itself (``1/sigma`` folded into the step size)."""

@@ -46,7 +46,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from algorithms.base import Algorithm, RunContext, StepRecord, doc
+from algorithms.base import Algorithm, RunContext, StepRecord, config_defaults, doc
 from algorithms.es_common import (
     SEED_BOUND,
     STREAM_GENERATION,
@@ -66,6 +66,7 @@ from algorithms.es_core import (
     Sigma,
     SigmaRule,
     centered_ranks,
+    describe_rule,
     make_update_rule,
     reward_std_scaled,
     sigma_summary,
@@ -329,24 +330,26 @@ class OptimES(Algorithm):
 
     @classmethod
     def describe_update(cls, params: dict[str, Any]) -> str:
-        """The update rule in words: OpenAI-ES's centred ranks or ARS V2-t's top b pairs."""
-        pairs = int(params.get("population", 0)) // 2
-        top = int(params.get("top_directions", 0) or 0)
-        shaping = params.get("fitness_shaping", "centered_ranks")
+        """The update in words, from the config: which pairs enter, their shaping, the rule
+        on the centre (the config's ``optimizer``), L2, and how sigma moves (if it does)."""
+        full = {**config_defaults(cls.Config), **params}
+        pairs = int(full.get("population", 0) or 0) // 2
+        top = int(full.get("top_directions", 0) or 0)
         if not pairs:  # a population the algorithm derives from the parameter count
             kept = "all pairs"
         else:
             kept = f"top {top} of {pairs} pairs" if 0 < top < pairs else f"all {pairs} pairs"
-        shaped = SHAPING_WORDS.get(str(shaping), str(shaping))
-        optimizer = str(params.get("optimizer", "adam"))
-        if optimizer == "sgd":
-            momentum = params.get("momentum", 0.9)
-            optimizer = "SGD" if not momentum else f"SGD, momentum {float(momentum):g}"
-        else:
-            optimizer = "Adam"
-        decay = params.get("l2_coeff", 0.0)
+        shaping = str(full.get("fitness_shaping"))
+        shaped = SHAPING_WORDS.get(shaping, shaping)
+        decay = full.get("l2_coeff", 0.0)
         l2 = f", L2 {float(decay):g}" if decay else ""
-        return f"{kept}, {shaped}, {optimizer}{l2}"
+        sigma = cls.describe_sigma_rule(full)
+        return f"{kept}, {shaped}, {describe_rule(full)}{l2}" + (f"; {sigma}" if sigma else "")
+
+    @classmethod
+    def describe_sigma_rule(cls, params: dict[str, Any]) -> str | None:
+        """How sigma moves, in words (None: only the run's schedule, if any, moves it)."""
+        return None
 
     @classmethod
     def noise_spec_for(cls, context: RunContext, config: OptimESConfig) -> NoiseSpec:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -101,6 +101,13 @@ class PGPE(OptimES):
     summary = "PGPE + ClipUp (Sehnke 2010; Toklu 2020): noise table, per-coordinate sigma"
     Config = PGPEConfig
     config: PGPEConfig
+
+    @classmethod
+    def describe_sigma_rule(cls, params: dict[str, Any]) -> str:
+        """PGPE's per-coordinate sigma ascent, clipped (Sehnke et al. 2010; EvoTorch)."""
+        change = float(params["sigma_max_change"])
+        clip = f", change clipped to {change:g}" if change > 0 else ""
+        return f"sigma: PGPE gradient step, rate {float(params['sigma_learning_rate']):g}{clip}"
 
     def _build_strategy(self, centre: np.ndarray) -> MirroredES:
         config = self.config

@@ -95,6 +95,15 @@ class SNES(OptimES):
         """Table 1's size for 0, which depends on the parameter count."""
         return "paper default (4 + 3 ln d, even)" if params.get("population") == 0 else None
 
+    @classmethod
+    def describe_sigma_rule(cls, params: dict[str, Any]) -> str:
+        """SNES's multiplicative natural-gradient step on sigma (Schaul et al. 2011)."""
+        rate = float(params["sigma_learning_rate"])
+        rate_text = f"{rate:g}" if rate else "(3 + ln d) / (5 sqrt d)"
+        return (
+            f"sigma: SNES natural gradient, sigma * exp(eta_sigma / 2 grad), eta_sigma {rate_text}"
+        )
+
     def _build_strategy(self, centre: np.ndarray) -> MirroredES:
         config, dim = self.config, centre.size
         return self._core(
