@@ -166,6 +166,15 @@ class Algorithm(ABC):
         """Release workers."""
 
 
+def config_defaults(config_class: type) -> dict[str, Any]:
+    """Every field of a config dataclass with its default (fields without one left out)."""
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(config_class)
+        if f.default is not dataclasses.MISSING
+    }
+
+
 def doc(text: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     """A dataclass field with a one-line description shown in ``harness list`` and CLI help."""
     return dataclasses.field(default=default, metadata={"doc": text}, **kwargs)

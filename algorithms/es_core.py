@@ -26,14 +26,16 @@ The parts, and the papers their formulas come from:
             - 1/lambda                                                         (NES-13)
 
   with ``k`` the rank, 1 the best;
-* the centre gradient (E2's ``centre_gradient``): ``plain`` (OpenAI-ES: ``g``, the
-  ``1/sigma`` folded into the step size), ``pgpe`` (Sehnke et al. 2010, section 2.3,
-  symmetric sampling: ``grad_mu = sum_i (r_i^+ - r_i^-)/2 * eps_i / n`` with
-  ``eps_i = sigma * z_i``, i.e. ``sigma * g``; EvoTorch divides by the number of
-  directions, so does this), ``snes`` (Schaul, Glasmachers, Schmidhuber 2011, Algorithm 2
-  line "mu <- mu + eta_mu sigma grad_mu", with ``grad_mu = sum_k u_k z_k``: over mirrored
-  pairs that is ``2 |kept| sigma * g``);
-* update rules, all minimising a loss gradient and returning the step: :class:`SGD` with
+* the centre gradient (E2's ``centre_gradient``), a method of the strategy: OpenAI-ES's
+  (:class:`MirroredES`: ``g``, the ``1/sigma`` folded into the step size), PGPE's
+  (:class:`algorithms.pgpe.PGPEStrategy`; Sehnke et al. 2010, section 2.3, symmetric
+  sampling: ``grad_mu = sum_i (r_i^+ - r_i^-)/2 * eps_i / n`` with ``eps_i = sigma * z_i``,
+  i.e. ``sigma * g``; EvoTorch divides by the number of directions, so does this), SNES's
+  (:class:`algorithms.snes.SNESStrategy`; Schaul, Glasmachers, Schmidhuber 2011,
+  Algorithm 2 line "mu <- mu + eta_mu sigma grad_mu", with ``grad_mu = sum_k u_k z_k``:
+  over mirrored pairs that is ``2 |kept| sigma * g``);
+* update rules, injected objects that minimise a loss gradient and return the step (the
+  algorithm's config builds the one it names): :class:`SGD` with
   momentum and :class:`Adam` (Kingma and Ba 2015) as in OpenAI's ``es_distributed``, and
   :class:`ClipUp` (Toklu, Liskowski, Srivastava 2020, arXiv:2008.02387, section 3)::
 
@@ -58,7 +60,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -190,7 +192,11 @@ class FitnessShaping:
 
 # -- update rules (minimise a loss gradient, return the step) ---------------------------------
 class UpdateRule(Protocol):
+    """What a strategy is given to move its centre: minimise a loss gradient, return the step."""
+
     stepsize: float
+
+    def describe(self) -> str: ...
 
     def step(self, loss_gradient: np.ndarray) -> np.ndarray: ...
 
@@ -214,6 +220,10 @@ class Adam:
         self.m: np.ndarray = np.zeros(dim, dtype=np.float32)
         self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
         self.t = 0
+
+    def describe(self) -> str:
+        """The rule in the report's words."""
+        return "Adam"
 
     def step(self, loss_gradient: np.ndarray) -> np.ndarray:
         """The change to apply to the parameters."""
@@ -239,6 +249,10 @@ class SGD:
         self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
         self.t = 0
 
+    def describe(self) -> str:
+        """The rule in the report's words."""
+        return f"SGD, momentum {self.momentum:g}" if self.momentum else "SGD"
+
     def step(self, loss_gradient: np.ndarray) -> np.ndarray:
         self.t += 1
         self.v = self.momentum * self.v + (1.0 - self.momentum) * loss_gradient
@@ -258,10 +272,18 @@ class ClipUp:
     adds nothing (no division by zero).
     """
 
-    def __init__(self, dim: int, stepsize: float, max_speed: float, momentum: float = 0.9) -> None:
-        self.stepsize, self.max_speed, self.momentum = stepsize, max_speed, momentum
+    def __init__(
+        self, dim: int, stepsize: float, max_speed: float = 0.0, momentum: float = 0.9
+    ) -> None:
+        """``max_speed`` 0: twice the step size (EvoTorch's default)."""
+        self.stepsize, self.momentum = stepsize, momentum
+        self.max_speed = max_speed or 2.0 * stepsize
         self.v: np.ndarray = np.zeros(dim, dtype=np.float32)
         self.t = 0
+
+    def describe(self) -> str:
+        """The rule in the report's words."""
+        return f"ClipUp, max speed {self.max_speed:g}, momentum {self.momentum:g}"
 
     def step(self, loss_gradient: np.ndarray) -> np.ndarray:
         self.t += 1
@@ -282,57 +304,19 @@ class ClipUp:
         self.v, self.t, self.stepsize = state["v"].copy(), int(state["t"]), float(state["stepsize"])
 
 
-def make_update_rule(
-    name: str,
-    dim: int,
-    stepsize: float,
-    *,
-    momentum: float = 0.9,
-    beta1: float = 0.9,
-    beta2: float = 0.999,
-    max_speed: float = 0.0,
-) -> UpdateRule:
-    """``sgd``, ``adam`` or ``clipup`` (``max_speed`` 0: twice the step size, EvoTorch's)."""
-    if name == "adam":
-        return Adam(dim, stepsize, beta1, beta2)
-    if name == "sgd":
-        return SGD(dim, stepsize, momentum)
-    if name == "clipup":
-        return ClipUp(dim, stepsize, max_speed or 2.0 * stepsize, momentum)
-    raise ValueError(f"optimizer must be adam, sgd or clipup, got {name!r}")
-
-
-# -- centre gradients (E2) ------------------------------------------------------------------
-def plain_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
-    """OpenAI-ES: the estimate itself (``1/sigma`` folded into the step size)."""
-    return g
-
-
-def pgpe_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
-    """PGPE's ``sum_i (r+ - r-)/2 eps_i / n`` with ``eps = sigma z``: ``sigma * g``."""
-    scale = sigma if isinstance(sigma, np.ndarray) else np.float32(sigma)
-    return (scale * g).astype(np.float32)
-
-
-def snes_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
-    """SNES: ``sigma * sum_k u_k z_k`` over ``selected`` mirrored candidates: ``n sigma g``."""
-    return (pgpe_gradient(g, sigma, selected) * np.float32(selected)).astype(np.float32)
-
-
-CENTRE_GRADIENTS: dict[str, Callable[[np.ndarray, Sigma, int], np.ndarray]] = {
-    "plain": plain_gradient,
-    "pgpe": pgpe_gradient,
-    "snes": snes_gradient,
-}
-
-
 # -- sigma adaptation (E3) -------------------------------------------------------------------
 class SigmaRule(Protocol):
     def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma: ...
 
+    def describe(self) -> str | None:
+        """How sigma moves, in the report's words (None: it does not, by itself)."""
+
 
 class ConstantSigma:
     """No adaptation (OpenAI-ES, ARS; schedules, if any, are the algorithm's)."""
+
+    def describe(self) -> str | None:
+        return None
 
     def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma:
         return sigma
@@ -344,6 +328,10 @@ class PGPESigma:
 
     learning_rate: float
     max_change: float = 0.2
+
+    def describe(self) -> str:
+        clip = f", change clipped to {self.max_change:g}" if self.max_change > 0 else ""
+        return f"sigma: PGPE gradient step, rate {self.learning_rate:g}{clip}"
 
     def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma:
         s = np.asarray(sigma, dtype=np.float64)
@@ -361,6 +349,13 @@ class SNESSigma:
     """SNES's multiplicative sigma step on NES utilities of the mirrored candidates."""
 
     learning_rate: float
+    #: the report's words, with the rate (or the rule that gives it) in the braces
+    WORDS: ClassVar[str] = (
+        "sigma: SNES natural gradient, sigma * exp(eta_sigma / 2 grad), eta_sigma {}"
+    )
+
+    def describe(self) -> str:
+        return self.WORDS.format(f"{self.learning_rate:g}")
 
     def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma:
         s = np.asarray(sigma, dtype=np.float64)
@@ -372,7 +367,17 @@ class SNESSigma:
 
 # -- the composed strategy -------------------------------------------------------------------
 class MirroredES:
-    """Ask/tell over a flat float32 centre from the parts above (maximises fitness)."""
+    """Ask/tell over a flat float32 centre from the parts above (maximises fitness).
+
+    This class is OpenAI-ES's arithmetic: one scalar sigma, which only the run's schedule
+    moves, and the mirrored estimate itself as the centre gradient (E2, ``1/sigma`` folded
+    into the step size). A strategy with another gradient or sigma overrides
+    :meth:`centre_gradient` and declares :attr:`sigma_per_coordinate`.
+    """
+
+    #: the shape of sigma this strategy keeps: False, one scalar (a float, which a schedule
+    #: may move); True, one float32 per coordinate, moved by the sigma rule alone
+    sigma_per_coordinate: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -384,21 +389,36 @@ class MirroredES:
         shaping: FitnessShaping,
         update: UpdateRule,
         sigma_rule: SigmaRule | None = None,
-        centre_gradient: str = "plain",
         l2_coeff: float = 0.0,
     ) -> None:
-        if centre_gradient not in CENTRE_GRADIENTS:
-            raise ValueError(f"centre_gradient must be one of {', '.join(CENTRE_GRADIENTS)}")
         self.centre = np.asarray(centre, dtype=np.float32).copy()
         self.noise = noise
-        self.sigma: Sigma = sigma
+        self.sigma: Sigma = self.as_sigma(sigma)
         self.sampler = sampler
         self.shaping = shaping
         self.optimizer = update
         self.sigma_rule: SigmaRule = sigma_rule or ConstantSigma()
-        self.centre_gradient = centre_gradient
         self.l2_coeff = l2_coeff
         self.last_grad_norm = 0.0
+
+    def as_sigma(self, value: Sigma | list[float]) -> Sigma:
+        """``value`` (a config's, a checkpoint's) in the shape this strategy declares."""
+        if not self.sigma_per_coordinate:
+            return float(np.asarray(value))
+        sigma = np.array(value, dtype=np.float32)
+        if sigma.shape != self.centre.shape:
+            raise ValueError(
+                f"{type(self).__name__} keeps one sigma per coordinate: expected shape "
+                f"{self.centre.shape}, got {sigma.shape}"
+            )
+        return sigma
+
+    def centre_gradient(self, g: np.ndarray, selected: int) -> np.ndarray:
+        """E2 for OpenAI-ES: the estimate ``g`` itself (``1/sigma`` is in the step size).
+
+        ``selected``: how many mirrored candidates entered ``g`` (2 |kept|).
+        """
+        return g
 
     @property
     def population(self) -> int:
@@ -414,8 +434,7 @@ class MirroredES:
         dim = self.centre.size
         eps = np.stack([self.noise.get(candidates[2 * int(i)].noise_index, dim) for i in kept])
         grad = ((plus - minus).astype(np.float32) @ eps) / np.float32(shaped.size)
-        if self.centre_gradient != "plain":
-            grad = CENTRE_GRADIENTS[self.centre_gradient](grad, self.sigma, shaped.size)
+        grad = self.centre_gradient(grad, shaped.size)
         self.last_grad_norm = float(np.linalg.norm(grad))
         self.centre = self.centre + self.optimizer.step(-grad + self.l2_coeff * self.centre)
         self.sigma = self.sigma_rule.update(self.sigma, plus, minus, eps)

@@ -42,11 +42,11 @@ import math
 import time
 import zlib
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 
-from algorithms.base import Algorithm, RunContext, StepRecord, doc
+from algorithms.base import Algorithm, RunContext, StepRecord, config_defaults, doc
 from algorithms.es_common import (
     SEED_BOUND,
     STREAM_GENERATION,
@@ -58,6 +58,7 @@ from algorithms.es_common import (
     stream_rng,
 )
 from algorithms.es_core import (
+    SGD,
     Adam,
     Candidate,
     FitnessShaping,
@@ -65,8 +66,8 @@ from algorithms.es_core import (
     MirroredSampler,
     Sigma,
     SigmaRule,
+    UpdateRule,
     centered_ranks,
-    make_update_rule,
     reward_std_scaled,
     sigma_summary,
     top_pairs,
@@ -114,12 +115,9 @@ class OpenAIES(MirroredES):
         noise: NoiseTable,
         population: int,
         sigma: float,
-        learning_rate: float,
-        optimizer: Literal["adam", "sgd"] = "adam",
+        update: UpdateRule,
+        *,
         l2_coeff: float = 0.0,
-        momentum: float = 0.9,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
         top_directions: int = 0,
         fitness_shaping: str = "centered_ranks",
     ) -> None:
@@ -128,16 +126,13 @@ class OpenAIES(MirroredES):
                 f"fitness_shaping must be one of {', '.join(FITNESS_SHAPINGS)}, "
                 f"got {fitness_shaping!r}"
             )
-        dim = np.asarray(centre).size
         super().__init__(
             centre,
             noise,
             sigma,
             sampler=MirroredSampler(population),
             shaping=FitnessShaping(fitness_shaping, top_directions),
-            update=make_update_rule(
-                optimizer, dim, learning_rate, momentum=momentum, beta1=beta1, beta2=beta2
-            ),
+            update=update,
             l2_coeff=l2_coeff,
         )
         self.top_directions = top_directions
@@ -235,7 +230,7 @@ class OptimESReplica:
         crc = zlib.crc32(np.ascontiguousarray(self.es.centre).data)
         for value in self.es.optimizer.state_dict().values():
             crc = zlib.crc32(np.ascontiguousarray(value).data, crc)
-        if isinstance(self.es.sigma, np.ndarray):
+        if self.es.sigma_per_coordinate:
             crc = zlib.crc32(np.ascontiguousarray(self.es.sigma).data, crc)
             crc = zlib.crc32(np.array([self.obs_stat.count]).data, crc)
         else:
@@ -283,6 +278,16 @@ class OptimESConfig:
     noise_size: int = doc("floats in the shared noise table", DEFAULT_NOISE_SIZE)
     noise_seed: int = doc("seed of the noise table; -1 uses the run seed", -1)
 
+    def update_rule(self, dim: int) -> UpdateRule:
+        """The rule on the centre that ``optimizer`` names, as the object a strategy is given."""
+        if self.optimizer == "sgd":
+            return SGD(dim, self.learning_rate, self.momentum)
+        if self.optimizer == "adam":
+            return Adam(dim, self.learning_rate, self.beta1, self.beta2)
+        raise ValueError(
+            f"optimizer must be {' or '.join(self.OPTIMIZERS)}, got {self.optimizer!r}"
+        )
+
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
         if self.population < 2 or self.population % 2:
@@ -329,24 +334,28 @@ class OptimES(Algorithm):
 
     @classmethod
     def describe_update(cls, params: dict[str, Any]) -> str:
-        """The update rule in words: OpenAI-ES's centred ranks or ARS V2-t's top b pairs."""
-        pairs = int(params.get("population", 0)) // 2
-        top = int(params.get("top_directions", 0) or 0)
-        shaping = params.get("fitness_shaping", "centered_ranks")
+        """The update in words, from the config: which pairs enter, their shaping, the rule
+        on the centre (the config's ``optimizer``), L2, and how sigma moves (if it does)."""
+        full = {**config_defaults(cls.Config), **params}
+        pairs = int(full.get("population", 0) or 0) // 2
+        top = int(full.get("top_directions", 0) or 0)
         if not pairs:  # a population the algorithm derives from the parameter count
             kept = "all pairs"
         else:
             kept = f"top {top} of {pairs} pairs" if 0 < top < pairs else f"all {pairs} pairs"
-        shaped = SHAPING_WORDS.get(str(shaping), str(shaping))
-        optimizer = str(params.get("optimizer", "adam"))
-        if optimizer == "sgd":
-            momentum = params.get("momentum", 0.9)
-            optimizer = "SGD" if not momentum else f"SGD, momentum {float(momentum):g}"
-        else:
-            optimizer = "Adam"
-        decay = params.get("l2_coeff", 0.0)
+        shaping = str(full.get("fitness_shaping"))
+        shaped = SHAPING_WORDS.get(shaping, shaping)
+        decay = full.get("l2_coeff", 0.0)
         l2 = f", L2 {float(decay):g}" if decay else ""
-        return f"{kept}, {shaped}, {optimizer}{l2}"
+        sigma = cls.describe_sigma_rule(full)
+        config = cls.Config(**{k: v for k, v in full.items() if k in config_defaults(cls.Config)})
+        rule = config.update_rule(1).describe()
+        return f"{kept}, {shaped}, {rule}{l2}" + (f"; {sigma}" if sigma else "")
+
+    @classmethod
+    def describe_sigma_rule(cls, params: dict[str, Any]) -> str | None:
+        """How sigma moves, in words (None: only the run's schedule, if any, moves it)."""
+        return None
 
     @classmethod
     def noise_spec_for(cls, context: RunContext, config: OptimESConfig) -> NoiseSpec:
@@ -401,43 +410,30 @@ class OptimES(Algorithm):
             self.noise,
             config.population,
             config.sigma,
-            config.learning_rate,
-            config.optimizer,  # type: ignore[arg-type]
-            config.l2_coeff,
-            config.momentum,
-            config.beta1,
-            config.beta2,
-            config.top_directions,
-            config.fitness_shaping,
+            config.update_rule(centre.size),
+            l2_coeff=config.l2_coeff,
+            top_directions=config.top_directions,
+            fitness_shaping=config.fitness_shaping,
         )
 
     def _core(
         self,
+        strategy: type[MirroredES],
         centre: np.ndarray,
         sigma: Sigma,
         population: int,
         sigma_rule: SigmaRule,
-        centre_gradient: str,
     ) -> MirroredES:
-        """A core with this config's shaping, update rule and L2, for PGPE and SNES."""
+        """A core of class ``strategy`` with this config's shaping, update rule and L2."""
         config = self.config
-        return MirroredES(
+        return strategy(
             centre,
             self.noise,
             sigma,
             sampler=MirroredSampler(population),
             shaping=FitnessShaping(config.fitness_shaping, config.top_directions),
-            update=make_update_rule(
-                config.optimizer,
-                centre.size,
-                config.learning_rate,
-                momentum=config.momentum,
-                beta1=config.beta1,
-                beta2=config.beta2,
-                max_speed=float(getattr(config, "max_speed", 0.0)),
-            ),
+            update=config.update_rule(centre.size),
             sigma_rule=sigma_rule,
-            centre_gradient=centre_gradient,
             l2_coeff=config.l2_coeff,
         )
 
@@ -528,7 +524,7 @@ class OptimES(Algorithm):
                 np.array([c.noise_index for c in candidates[0::2]], dtype=np.int64),
                 np.asarray(fitness, dtype=np.float64),
                 increments,
-                None if isinstance(self.es.sigma, np.ndarray) else self.es.sigma,
+                None if self.es.sigma_per_coordinate else float(self.es.sigma),
                 self.es.learning_rate,
                 self.timesteps,
             )
@@ -550,7 +546,7 @@ class OptimES(Algorithm):
     def _population_of(self, candidates: list[Candidate], fitness: np.ndarray) -> dict[str, Any]:
         """The population log's record: (index, sign) with a scalar sigma, else the vectors."""
         record: dict[str, Any] = {"fitness": fitness, "centre": self.es.centre.copy()}
-        if not isinstance(self.es.sigma, np.ndarray):
+        if not self.es.sigma_per_coordinate:
             record["sigma"] = float(self.es.sigma)
             record["noise_index"] = np.array([c.noise_index for c in candidates], np.int64)
             record["sign"] = np.array([c.sign for c in candidates], np.int8)
@@ -580,8 +576,8 @@ class OptimES(Algorithm):
 
     def _apply_schedules(self) -> None:
         cfg = self.config
-        if not isinstance(self.es.sigma, np.ndarray):  # per-coordinate sigmas adapt themselves
-            self.es.sigma = max(self.es.sigma * cfg.sigma_decay, cfg.sigma_min)
+        if not self.es.sigma_per_coordinate:  # per-coordinate sigmas adapt themselves
+            self.es.sigma = max(float(self.es.sigma) * cfg.sigma_decay, cfg.sigma_min)
         self.es.learning_rate = max(self.es.learning_rate * cfg.lr_decay, cfg.lr_min)
 
     # -- evaluation, state ------------------------------------------------
@@ -616,10 +612,7 @@ class OptimES(Algorithm):
         # checkpoints from before the count carried none; only anneal_timesteps reads it
         self.timesteps = int(state.get("timesteps", 0))
         self.es.centre = np.asarray(state["centre"], dtype=np.float32).copy()
-        sigma = state["sigma"]
-        self.es.sigma = (
-            np.asarray(sigma, dtype=np.float32).copy() if np.ndim(sigma) else float(sigma)
-        )
+        self.es.sigma = self.es.as_sigma(state["sigma"])
         self.es.optimizer.load_state_dict(state["optimizer"])
         self.obs_stat.load_state_dict(state["obs_stat"])
         self.episode_cap = state["episode_cap"]

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_core import MirroredES, PGPESigma
+from algorithms.es_core import ClipUp, MirroredES, PGPESigma, UpdateRule
 from algorithms.optimes import OptimES, OptimESConfig
 from algorithms.registry import register
 
@@ -73,6 +73,12 @@ class PGPEConfig(OptimESConfig):
     )
     l2_coeff: float = doc("L2 weight decay added to the loss gradient", 0.0)
 
+    def update_rule(self, dim: int) -> UpdateRule:
+        """ClipUp (``max_speed`` 0: twice ``learning_rate``), else Adam or SGD."""
+        if self.optimizer == "clipup":
+            return ClipUp(dim, self.learning_rate, self.max_speed, self.momentum)
+        return super().update_rule(dim)
+
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
         super().validate()
@@ -94,6 +100,17 @@ def initial_sigma(config: PGPEConfig, dim: int) -> np.ndarray:
     return np.full(dim, value, dtype=np.float32)
 
 
+class PGPEStrategy(MirroredES):
+    """PGPE's core: one sigma per coordinate and the centre gradient in parameter space."""
+
+    sigma_per_coordinate = True
+
+    def centre_gradient(self, g: np.ndarray, selected: int) -> np.ndarray:
+        """PGPE-mu: ``sum_i (r_i^+ - r_i^-)/2 eps_i / n`` with ``eps_i = sigma z_i``, i.e.
+        ``sigma * g`` (Sehnke et al. 2010, section 2.3)."""
+        return (self.sigma * g).astype(np.float32)
+
+
 @register("pgpe")
 class PGPE(OptimES):
     """PGPE (Sehnke et al. 2010) with ClipUp (Toklu et al. 2020): per-coordinate sigma."""
@@ -102,12 +119,18 @@ class PGPE(OptimES):
     Config = PGPEConfig
     config: PGPEConfig
 
+    @classmethod
+    def describe_sigma_rule(cls, params: dict[str, Any]) -> str:
+        """PGPE's per-coordinate sigma ascent, clipped (Sehnke et al. 2010; EvoTorch)."""
+        rule = PGPESigma(float(params["sigma_learning_rate"]), float(params["sigma_max_change"]))
+        return rule.describe()
+
     def _build_strategy(self, centre: np.ndarray) -> MirroredES:
         config = self.config
         return self._core(
+            PGPEStrategy,
             centre,
             initial_sigma(config, centre.size),
             config.population,
             PGPESigma(config.sigma_learning_rate, config.sigma_max_change),
-            centre_gradient="pgpe",
         )

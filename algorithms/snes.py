@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_core import MirroredES, SNESSigma
+from algorithms.es_core import ClipUp, MirroredES, SNESSigma, UpdateRule
 from algorithms.optimes import OptimES, OptimESConfig
 from algorithms.pgpe import check_no_sigma_schedule
 from algorithms.registry import register
@@ -47,6 +47,10 @@ def default_population(dim: int) -> int:
     """Table 1's ``4 + floor(3 ln d)``, rounded up to an even number (mirrored pairs)."""
     size = 4 + math.floor(3 * math.log(dim))
     return size + size % 2
+
+
+#: Table 1's ``eta_sigma`` in words, for a config that leaves it to the parameter count
+TABLE_1_ETA_SIGMA = "(3 + ln d) / (5 sqrt d)"
 
 
 def default_sigma_learning_rate(dim: int) -> float:
@@ -71,6 +75,12 @@ class SNESConfig(OptimESConfig):
     fitness_shaping: str = doc("nes: the NES log-rank utilities", "nes")
     l2_coeff: float = doc("L2 weight decay added to the loss gradient", 0.0)
 
+    def update_rule(self, dim: int) -> UpdateRule:
+        """ClipUp (``max_speed`` 0: twice ``learning_rate``), else SGD (the paper's) or Adam."""
+        if self.optimizer == "clipup":
+            return ClipUp(dim, self.learning_rate, self.max_speed, self.momentum)
+        return super().update_rule(dim)
+
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
         # population 0 is resolved from the parameter count when the policy is known
@@ -80,6 +90,18 @@ class SNESConfig(OptimESConfig):
             raise ValueError(f"sigma_learning_rate must be >= 0, got {self.sigma_learning_rate}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+
+
+class SNESStrategy(MirroredES):
+    """SNES's core: one sigma per coordinate, the centre moved by ``eta_mu sigma grad_mu``."""
+
+    sigma_per_coordinate = True
+
+    def centre_gradient(self, g: np.ndarray, selected: int) -> np.ndarray:
+        """SNES-mu times sigma: ``sigma * sum_k u_k z_k`` over ``selected`` mirrored
+        candidates, i.e. ``selected * sigma * g`` (Schaul et al. 2011, Algorithm 2)."""
+        scaled = (self.sigma * g).astype(np.float32)
+        return (scaled * np.float32(selected)).astype(np.float32)
 
 
 @register("snes")
@@ -95,12 +117,18 @@ class SNES(OptimES):
         """Table 1's size for 0, which depends on the parameter count."""
         return "paper default (4 + 3 ln d, even)" if params.get("population") == 0 else None
 
+    @classmethod
+    def describe_sigma_rule(cls, params: dict[str, Any]) -> str:
+        """SNES's multiplicative natural-gradient step on sigma (Schaul et al. 2011)."""
+        rate = float(params["sigma_learning_rate"])
+        return SNESSigma(rate).describe() if rate else SNESSigma.WORDS.format(TABLE_1_ETA_SIGMA)
+
     def _build_strategy(self, centre: np.ndarray) -> MirroredES:
         config, dim = self.config, centre.size
         return self._core(
+            SNESStrategy,
             centre,
             np.full(dim, config.sigma, dtype=np.float32),
             config.population or default_population(dim),
             SNESSigma(config.sigma_learning_rate or default_sigma_learning_rate(dim)),
-            centre_gradient="snes",
         )

@@ -90,9 +90,10 @@ class EvalTask:
             raise ValueError(f"task {self.task_id} needs the noise table")
         dim = broadcast.centre.size
         eps = noise[self.noise_index : self.noise_index + dim]
-        if isinstance(broadcast.sigma, np.ndarray):
-            return broadcast.centre + np.float32(self.sign) * (broadcast.sigma * eps)
-        return broadcast.centre + np.float32(self.sign * broadcast.sigma) * eps
+        # one float32 product for a scalar sigma and a per-coordinate one alike; the sign
+        # (+-1) multiplies exactly, so this is bitwise ``centre + float32(sign sigma) eps``
+        sigma = np.asarray(broadcast.sigma, dtype=np.float32)
+        return broadcast.centre + np.float32(self.sign) * (sigma * eps)
 
 
 @dataclass

@@ -7,6 +7,7 @@ directory, and are read back from ``run.json`` and ``metrics.json``.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,26 @@ def test_different_seeds_differ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         _, one = run_algorithm(tmp_path / algo / "1", algo, seed=1, monkeypatch=monkeypatch)
         _, two = run_algorithm(tmp_path / algo / "2", algo, seed=2, monkeypatch=monkeypatch)
         assert deterministic(one["metrics"]) != deterministic(two["metrics"]), algo
+
+
+#: every update rule's name in a description; a description names its own rule and no other
+RULE_WORDS = {"adam": "Adam", "sgd": "SGD", "clipup": "ClipUp"}
+ES_NAMES = [name for name in algorithm_names() if get_algorithm(name).family == "es"]
+
+
+@pytest.mark.parametrize("algo", ES_NAMES)
+def test_every_es_describes_the_update_its_config_names(algo: str) -> None:
+    """The report's "ES update" comes from the config: the rule it names, no other."""
+    cls = get_algorithm(algo)
+    params = asdict(cls.Config())
+    described = cls.describe_update(params)
+    assert described is None or (isinstance(described, str) and described)
+    for rule in getattr(cls.Config, "OPTIMIZERS", ()):
+        text = cls.describe_update({**params, "optimizer": rule})
+        assert text is not None and RULE_WORDS[rule] in text, (algo, rule, text)
+        others = [word for name, word in RULE_WORDS.items() if name != rule]
+        assert not any(word in text for word in others), (algo, rule, text)
+        if "sigma_learning_rate" in params:
+            assert "sigma:" in text, (algo, text)  # a sigma that adapts says how
+    if "optimizer" in params:
+        assert described is not None and RULE_WORDS[params["optimizer"]] in described

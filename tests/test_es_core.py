@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from algorithms.es_core import (
+    SGD,
     Candidate,
     ClipUp,
     FitnessShaping,
@@ -18,11 +19,15 @@ from algorithms.es_core import (
     MirroredSampler,
     PGPESigma,
     SNESSigma,
-    make_update_rule,
     nes_utilities,
 )
-from algorithms.pgpe import PGPEConfig, initial_sigma
-from algorithms.snes import SNESConfig, default_population, default_sigma_learning_rate
+from algorithms.pgpe import PGPEConfig, PGPEStrategy, initial_sigma
+from algorithms.snes import (
+    SNESConfig,
+    SNESStrategy,
+    default_population,
+    default_sigma_learning_rate,
+)
 from evaluation.noise import NoiseSpec, NoiseTable
 from evaluation.protocol import Broadcast, EvalTask
 from tests import test_parallel
@@ -37,9 +42,11 @@ FITNESS = np.array([4.0, 3.0, 1.0, 2.0])
 SIGMA = np.array([0.5, 2.0], dtype=np.float32)
 
 
-def told(shaping: FitnessShaping, update: Any, sigma_rule: Any, gradient: str) -> MirroredES:
-    """A core at centre 0 and sigma SIGMA after one tell of FITNESS on PAIRS."""
-    es = MirroredES(
+def told(
+    shaping: FitnessShaping, update: Any, sigma_rule: Any, strategy: type[MirroredES]
+) -> MirroredES:
+    """A core of class ``strategy`` at centre 0 and sigma SIGMA after one tell of FITNESS."""
+    es = strategy(
         np.zeros(2, np.float32),
         TABLE,
         SIGMA.copy(),
@@ -47,7 +54,6 @@ def told(shaping: FitnessShaping, update: Any, sigma_rule: Any, gradient: str) -
         shaping=shaping,
         update=update,
         sigma_rule=sigma_rule,
-        centre_gradient=gradient,
     )
     es.tell(PAIRS, FITNESS)
     return es
@@ -70,7 +76,7 @@ def test_pgpe_step_equals_the_hand_computed_one() -> None:
         FitnessShaping("centered_ranks"),
         ClipUp(2, stepsize=0.3, max_speed=1.0),
         PGPESigma(learning_rate=0.1, max_change=0.2),
-        "pgpe",
+        PGPEStrategy,
     )
     ranks = np.array([0.5, 1 / 6, -0.5, -1 / 6])
     plus, minus = ranks[0::2], ranks[1::2]
@@ -100,9 +106,9 @@ def test_snes_step_equals_the_hand_computed_one() -> None:
     sigma = SIGMA
     es = told(
         FitnessShaping("nes"),
-        make_update_rule("sgd", 2, 1.0, momentum=0.0),
+        SGD(2, 1.0, momentum=0.0),
         SNESSigma(learning_rate=0.2),
-        "snes",
+        SNESStrategy,
     )
     u = nes_utilities(FITNESS).astype(np.float64)
     s = np.array([Z[0], -Z[0], Z[1], -Z[1]])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from algorithms.es_core import SGD
 from algorithms.optimes import Adam, Candidate, OpenAIES, centered_ranks
 from evaluation.noise import NoiseSpec, NoiseTable
 from evaluation.protocol import Broadcast, EvalTask
@@ -29,9 +30,7 @@ def test_sgd_update_equals_hand_computed_step() -> None:
         table,
         population=4,
         sigma=0.1,
-        learning_rate=1.0,
-        optimizer="sgd",
-        momentum=0.0,
+        update=SGD(2, 1.0, momentum=0.0),
     )
     candidates = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]
     es.tell(candidates, np.array([4.0, 1.0, 2.0, 3.0]))
@@ -56,7 +55,7 @@ def test_l2_decay_adds_exactly_l2_times_theta_to_the_loss_gradient() -> None:
     candidates = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]
 
     def centre_after_one_flat_step(l2_coeff: float) -> np.ndarray:
-        es = OpenAIES(theta, table, 4, 0.1, 0.1, "sgd", l2_coeff=l2_coeff, momentum=0.0)
+        es = OpenAIES(theta, table, 4, 0.1, SGD(2, 0.1, momentum=0.0), l2_coeff=l2_coeff)
         es.tell(candidates, np.zeros(4))
         return es.centre
 
@@ -98,7 +97,7 @@ def test_openai_es_solves_the_seeds_quadratic() -> None:
         table,
         population=50,
         sigma=0.1,
-        learning_rate=0.03,
+        update=Adam(3, 0.03),
     )
     for _ in range(300):
         candidates = es.ask(rng)
@@ -110,7 +109,7 @@ def test_openai_es_solves_the_seeds_quadratic() -> None:
 def test_population_must_be_even() -> None:
     table = NoiseTable.create(NoiseSpec(100, 0))
     with pytest.raises(ValueError, match="even"):
-        OpenAIES(np.zeros(2, np.float32), table, 5, 0.1, 0.1)
+        OpenAIES(np.zeros(2, np.float32), table, 5, 0.1, Adam(2, 0.1))
 
 
 def test_ars_top_directions_keep_the_best_pairs_and_scale_by_their_std() -> None:
@@ -127,9 +126,7 @@ def test_ars_top_directions_keep_the_best_pairs_and_scale_by_their_std() -> None
         table,
         population=6,
         sigma=0.1,
-        learning_rate=1.0,
-        optimizer="sgd",
-        momentum=0.0,
+        update=SGD(2, 1.0, momentum=0.0),
         top_directions=2,
         fitness_shaping="reward_std",
     )
@@ -147,9 +144,7 @@ def test_reward_std_shaping_survives_a_flat_population_and_a_failed_candidate() 
         table,
         4,
         0.1,
-        1.0,
-        "sgd",
-        momentum=0.0,
+        SGD(2, 1.0, momentum=0.0),
         fitness_shaping="reward_std",
     )
     candidates = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]

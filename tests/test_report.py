@@ -930,7 +930,15 @@ def test_the_settings_table_names_the_es_update_rule() -> None:
     snes = {"population": 0, "fitness_shaping": "nes", "optimizer": "sgd", "momentum": 0.0}
     row = settings.headline({"algo": "snes", "params": snes})
     assert row["population"] == "paper default (4 + 3 ln d, even)"
-    assert row["ES update"] == "all pairs, NES utilities, SGD"
+    assert row["ES update"] == (
+        "all pairs, NES utilities, SGD; sigma: SNES natural gradient,"
+        " sigma * exp(eta_sigma / 2 grad), eta_sigma (3 + ln d) / (5 sqrt d)"
+    )
+    pgpe = {"population": 100, "optimizer": "clipup", "max_speed": 0.15, "momentum": 0.9}
+    assert settings.headline({"algo": "pgpe", "params": pgpe})["ES update"] == (
+        "all 50 pairs, centred ranks, ClipUp, max speed 0.15, momentum 0.9;"
+        " sigma: PGPE gradient step, rate 0.1, change clipped to 0.2"
+    )
 
 
 def test_a_group_first_evaluated_after_the_cut_is_still_named_in_the_legend() -> None:

@@ -183,11 +183,11 @@ def _measure(args: argparse.Namespace, backend: str, workers: int) -> dict[str, 
 
 def update_cost(population: int, dim: int, repeats: int = 5) -> dict[str, float]:
     """Seconds of one head update (:meth:`OpenAIES.tell`) and of encoding its inputs."""
-    from algorithms.optimes import OpenAIES
+    from algorithms.optimes import Adam, OpenAIES
     from evaluation.noise import NoiseSpec, NoiseTable
 
     noise = NoiseTable.create(NoiseSpec(max(dim * 4, 1 << 20), 0))
-    es = OpenAIES(np.zeros(dim, np.float32), noise, population, 0.02, 0.01)
+    es = OpenAIES(np.zeros(dim, np.float32), noise, population, 0.02, Adam(dim, 0.01))
     rng = np.random.default_rng(0)
     times = []
     for _ in range(repeats):
