@@ -300,7 +300,7 @@ def test_workers_stay_when_the_population_is_per_worker(tmp_path: Path) -> None:
 
 
 #: Vector ES on a real env: small enough for a case to take about 20 s on two cores.
-VECTOR_ES = ("cma", "nevergrad-es")
+VECTOR_ES = ("cma", "nevergrad-es", "xnes")
 VECTOR_GENERATIONS = 12
 VECTOR_INTERRUPT_STEP = 5  # between periodic checkpoints: the interrupt writes its own
 
