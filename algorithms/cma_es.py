@@ -31,16 +31,15 @@ pycma's console output and its ``outcmaes`` files are switched off.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_common import optimizer_seed
+from algorithms.es_common import default_population, optimizer_seed
 from algorithms.registry import register
-from algorithms.vector_es import VectorES, dumps_optimizer, loads_optimizer
+from algorithms.vector_es import VectorES, VectorStrategy, dumps_optimizer, loads_optimizer
 
 #: Float64 matrices of size d x d that full CMA holds at once (C, B, eigendecomposition work).
 FULL_COVARIANCE_MATRICES = 3
@@ -49,11 +48,6 @@ FULL_COVARIANCE_MATRICES = 3
 def covariance_mb(dim: int) -> float:
     """Estimated memory of full CMA's ``d x d`` matrices, in MiB."""
     return FULL_COVARIANCE_MATRICES * dim * dim * 8 / 2**20
-
-
-def default_population(dim: int) -> int:
-    """pycma's default population size ``4 + floor(3 ln d)``."""
-    return 4 + int(3 * math.log(dim))
 
 
 @dataclass(frozen=True)
@@ -106,54 +100,49 @@ class CMAConfig:
         return False, f"d={dim}, full covariance ~{memory:.1f} MiB"
 
 
-@register("cma")
-class CMAES(VectorES):
-    """pycma's CMA-ES; diagonal above a size or memory bound; optional IPOP restarts."""
+class CMAStrategy(VectorStrategy):
+    """pycma's ``CMAEvolutionStrategy`` with IPOP restarts, over explicit state."""
 
-    summary = "pycma CMA-ES; sep-CMA above a size/memory bound; IPOP restarts; vectors on wire"
-    Config = CMAConfig
-    config: CMAConfig
-
-    @classmethod
-    def describe_population(cls, params: dict[str, Any]) -> str | None:
-        """pycma picks the population for 0 (``default_population``)."""
-        return "pycma default (4 + 3 ln d)" if params.get("population") == 0 else None
-
-    def _library_seed(self, index: int) -> int:
-        return optimizer_seed(self.context.seed, index)
-
-    def _create(self, x0: np.ndarray) -> None:
-        self.diagonal, reason = self.config.use_diagonal(self.dim)
-        self.covariance_reason = reason
+    def __init__(self, config: CMAConfig, x0: np.ndarray, seed: int) -> None:
+        self.config = config
+        self.dim = x0.size
+        #: where ``restart_from: init`` restarts
+        self.initial = np.asarray(x0, dtype=np.float64).copy()
+        #: the run seed, from which every (re)start's library seed derives
+        self.seed = seed
+        self.diagonal, self.covariance_reason = config.use_diagonal(self.dim)
         variant = "diagonal (sep-)CMA" if self.diagonal else "full-covariance CMA"
-        print(f"cma: {variant}: {reason}", flush=True)
+        print(f"cma: {variant}: {self.covariance_reason}", flush=True)
         self.restarts_done = 0
-        self._stop_reported = False
+        self.stop_reported = False
         self.last_stop: list[str] = []
-        self._start(x0, self.config.population or default_population(self.dim))
+        #: generations told, for the restart messages
+        self.told = 0
+        self.es: Any = self._start(x0, config.population or default_population(self.dim))
 
-    def _start(self, x0: np.ndarray, popsize: int) -> None:
+    def _start(self, x0: np.ndarray, popsize: int) -> Any:
         import cma
 
         options = {
             "popsize": popsize,
-            "seed": self._library_seed(self.restarts_done),
+            "seed": optimizer_seed(self.seed, self.restarts_done),
             "CMA_diagonal": self.diagonal,
             "verbose": -9,
             "verb_log": 0,
             "verb_disp": 0,
             "verb_time": False,
         }
-        self.es = cma.CMAEvolutionStrategy(
+        return cma.CMAEvolutionStrategy(
             np.asarray(x0, dtype=np.float64), self.config.sigma0, options
         )
 
-    def _ask(self) -> tuple[list[Any], list[np.ndarray]]:
+    def ask(self) -> tuple[list[Any], list[np.ndarray]]:
         solutions = self.es.ask()
         return solutions, solutions
 
-    def _tell(self, handles: list[Any], losses: np.ndarray) -> None:
+    def tell(self, handles: list[Any], losses: np.ndarray) -> None:
         self.es.tell(handles, [float(v) for v in losses])
+        self.told += 1
         stop = self.es.stop()
         if not stop:
             return
@@ -164,22 +153,22 @@ class CMAES(VectorES):
             x0 = self.es.mean if self.config.restart_from == "mean" else self.initial
             print(
                 f"cma: IPOP restart {self.restarts_done}/{self.config.restarts} at generation "
-                f"{self.generation + 1} ({', '.join(self.last_stop)}), population {popsize}",
+                f"{self.told} ({', '.join(self.last_stop)}), population {popsize}",
                 flush=True,
             )
-            self._start(np.asarray(x0, dtype=np.float64), popsize)
-        elif not self._stop_reported:
-            self._stop_reported = True
+            self.es = self._start(np.asarray(x0, dtype=np.float64), popsize)
+        elif not self.stop_reported:
+            self.stop_reported = True
             print(
                 f"cma: stop conditions met ({', '.join(self.last_stop)}) at generation "
-                f"{self.generation + 1} and no restart left; carrying on",
+                f"{self.told} and no restart left; carrying on",
                 flush=True,
             )
 
-    def _centre(self) -> np.ndarray:
+    def centre(self) -> np.ndarray:
         return np.asarray(self.es.mean, dtype=np.float64)
 
-    def _extras(self) -> dict[str, float]:
+    def metrics(self) -> dict[str, float]:
         return {
             "sigma": float(self.es.sigma),
             "diagonal": float(self.diagonal),
@@ -194,14 +183,32 @@ class CMAES(VectorES):
             "covariance_reason": self.covariance_reason,
         }
 
-    def _optimizer_state(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         return {
             "optimizer": dumps_optimizer(self.es),
             "restarts_done": self.restarts_done,
-            "stop_reported": self._stop_reported,
+            "stop_reported": self.stop_reported,
         }
 
-    def _load_optimizer_state(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.es = loads_optimizer(state["optimizer"])
         self.restarts_done = int(state["restarts_done"])
-        self._stop_reported = bool(state["stop_reported"])
+        self.stop_reported = bool(state["stop_reported"])
+        self.told = int(state["generation"])
+
+
+@register("cma")
+class CMAES(VectorES):
+    """pycma's CMA-ES; diagonal above a size or memory bound; optional IPOP restarts."""
+
+    summary = "pycma CMA-ES; sep-CMA above a size/memory bound; IPOP restarts; vectors on wire"
+    Config = CMAConfig
+    config: CMAConfig
+
+    @classmethod
+    def describe_population(cls, params: dict[str, Any]) -> str | None:
+        """pycma picks the population for 0 (``default_population``)."""
+        return "pycma default (4 + 3 ln d)" if params.get("population") == 0 else None
+
+    def build_strategy(self, x0: np.ndarray) -> CMAStrategy:
+        return CMAStrategy(self.config, x0, self.context.seed)

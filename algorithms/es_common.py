@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,6 +28,14 @@ SEED_BOUND = 2**31 - 1
 
 class EnvironmentFault(RuntimeError):
     """An environment raised or produced a non-finite value while evaluating a candidate."""
+
+
+def default_population(dim: int, mirrored: bool = False) -> int:
+    """The population of Hansen's CMA-ES and of NES (Schaul et al. 2011, Table 1) for ``dim``
+    parameters, ``4 + floor(3 ln d)``; ``mirrored``: rounded up to an even number (the
+    noise-table family's pairs)."""
+    size = 4 + math.floor(3 * math.log(dim))
+    return size + size % 2 if mirrored else size
 
 
 def stream_rng(seed: int, stream: int, index: int = 0) -> np.random.Generator:

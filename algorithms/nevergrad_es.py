@@ -40,7 +40,7 @@ import numpy as np
 from algorithms.base import Algorithm, doc
 from algorithms.es_common import optimizer_seed
 from algorithms.registry import UnknownAlgorithmError, register, register_prefix
-from algorithms.vector_es import VectorES, loads_optimizer
+from algorithms.vector_es import VectorES, VectorStrategy, dumps_optimizer, loads_optimizer
 
 
 @dataclass(frozen=True)
@@ -81,35 +81,29 @@ class NevergradConfig:
             raise ValueError(f"budget must be >= 0, got {self.budget}")
 
 
-class NevergradES(VectorES):
-    """A Nevergrad optimizer asked and told one whole population per generation."""
+class NevergradStrategy(VectorStrategy):
+    """A Nevergrad optimizer asked and told one whole population at a time."""
 
-    optimizer_name: ClassVar[str] = "ES"
-    # nevergrad-es and every ng:NAME share one section of defaults.yaml
-    defaults_section = "nevergrad"
-    Config = NevergradConfig
-    config: NevergradConfig
-
-    def _library_seed(self, index: int) -> int:
-        return optimizer_seed(self.context.seed, index)
-
-    def _create(self, x0: np.ndarray) -> None:
+    def __init__(
+        self, config: NevergradConfig, x0: np.ndarray, seed: int, optimizer_name: str
+    ) -> None:
         import nevergrad as ng
 
-        cfg = self.config
-        init = x0 if cfg.init == "policy" else np.zeros_like(x0)
-        parametrization = ng.p.Array(init=init).set_mutation(sigma=cfg.sigma)
-        parametrization.random_state = np.random.RandomState(self._library_seed(0))
-        if cfg.noisy:
+        self.config = config
+        self.optimizer_name = optimizer_name
+        init = x0 if config.init == "policy" else np.zeros_like(x0)
+        parametrization = ng.p.Array(init=init).set_mutation(sigma=config.sigma)
+        parametrization.random_state = np.random.RandomState(optimizer_seed(seed, 0))
+        if config.noisy:
             parametrization.function.deterministic = False
-        factory = ng.optimizers.registry[self.optimizer_name]
-        self.optimizer = factory(
+        factory = ng.optimizers.registry[optimizer_name]
+        self.optimizer: Any = factory(
             parametrization=parametrization,
-            budget=cfg.budget or None,
-            num_workers=cfg.population,
+            budget=config.budget or None,
+            num_workers=config.population,
         )
 
-    def _ask(self) -> tuple[list[Any], list[np.ndarray]]:
+    def ask(self) -> tuple[list[Any], list[np.ndarray]]:
         try:
             handles = [self.optimizer.ask() for _ in range(self.config.population)]
         except AssertionError as error:
@@ -119,24 +113,37 @@ class NevergradES(VectorES):
             ) from error
         return handles, [np.asarray(h.value, dtype=np.float64) for h in handles]
 
-    def _tell(self, handles: list[Any], losses: np.ndarray) -> None:
+    def tell(self, handles: list[Any], losses: np.ndarray) -> None:
         for handle, loss in zip(handles, losses, strict=True):
             self.optimizer.tell(handle, float(loss))
 
-    def _centre(self) -> np.ndarray:
+    def centre(self) -> np.ndarray:
         return np.asarray(self.optimizer.provide_recommendation().value, dtype=np.float64)
 
-    def _extras(self) -> dict[str, float]:
+    def metrics(self) -> dict[str, float]:
         return {
             "num_ask": float(self.optimizer.num_ask),
             "num_tell": float(self.optimizer.num_tell),
         }
 
-    def _optimizer_object(self) -> Any:
-        return self.optimizer
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": dumps_optimizer(self.optimizer)}
 
-    def _load_optimizer_state(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer = loads_optimizer(state["optimizer"])
+
+
+class NevergradES(VectorES):
+    """A Nevergrad optimizer asked and told one whole population per generation."""
+
+    optimizer_name: ClassVar[str] = "ES"
+    # nevergrad-es and every ng:NAME share one section of defaults.yaml
+    defaults_section = "nevergrad"
+    Config = NevergradConfig
+    config: NevergradConfig
+
+    def build_strategy(self, x0: np.ndarray) -> NevergradStrategy:
+        return NevergradStrategy(self.config, x0, self.context.seed, self.optimizer_name)
 
 
 @register("nevergrad-es")

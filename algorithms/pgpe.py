@@ -24,39 +24,41 @@ and SGD are available as ``optimizer`` for comparison. The initial sigma is
 A candidate on the wire stays a noise index and a sign: the per-coordinate sigma is part
 of the generation's broadcast (once per generation), and with ``sync=seeds`` every
 replica adapts it itself from the fitness it is told, bit for bit. Everything else (tasks,
-seeds, observation normalisation, checkpoints, replicas) is optimes' adapter
-(:class:`algorithms.optimes.OptimES`).
+seeds, observation normalisation, checkpoints, replicas) is the noise-table family's
+generation loop (:class:`algorithms.es_engine.NoiseTableES`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_core import ClipUp, MirroredES, PGPESigma, UpdateRule
-from algorithms.optimes import OptimES, OptimESConfig
+from algorithms.es_core import FitnessShaping, MirroredES, MirroredSampler, PGPESigma
+from algorithms.es_engine import (
+    ClipUpKnobs,
+    NoiseTableES,
+    NoiseTableRunKnobs,
+    validate_population,
+)
+from algorithms.optimes import describe_mirrored_update, known_params
 from algorithms.registry import register
-
-
-def check_no_sigma_schedule(config: OptimESConfig, name: str) -> None:
-    """A per-coordinate sigma adapts itself: the scalar schedule knobs must stay off."""
-    if config.sigma_decay != 1.0 or config.sigma_min != 0.0:
-        raise ValueError(
-            f"{name} adapts sigma itself: sigma_decay must be 1 and sigma_min 0, got "
-            f"{config.sigma_decay} and {config.sigma_min}"
-        )
+from evaluation.noise import NoiseTable
 
 
 @dataclass(frozen=True)
-class PGPEConfig(OptimESConfig):
+class PGPEConfig(NoiseTableRunKnobs, ClipUpKnobs):
     """Hyperparameters of ``pgpe``; class defaults are EvoTorch's ``rl_clipup.py`` defaults."""
 
-    OPTIMIZERS: ClassVar[tuple[str, ...]] = ("clipup", "adam", "sgd")
-    SHAPINGS: ClassVar[tuple[str, ...]] = ("centered_ranks",)
+    #: knobs an older pgpe had, with the one value it accepted (its records still resume)
+    RETIRED: ClassVar[dict[str, Any]] = {
+        "fitness_shaping": "centered_ranks",
+        "sigma_decay": 1.0,
+        "sigma_min": 0.0,
+    }
 
     population: int = doc("candidates per generation (even: mirrored pairs)", 100)
     sigma: float = doc("initial standard deviation of every coordinate (radius_init unset)", 0.1)
@@ -72,26 +74,25 @@ class PGPEConfig(OptimESConfig):
         "largest relative change of a sigma per generation (EvoTorch stdev_max_change)", 0.2
     )
     l2_coeff: float = doc("L2 weight decay added to the loss gradient", 0.0)
-
-    def update_rule(self, dim: int) -> UpdateRule:
-        """ClipUp (``max_speed`` 0: twice ``learning_rate``), else Adam or SGD."""
-        if self.optimizer == "clipup":
-            return ClipUp(dim, self.learning_rate, self.max_speed, self.momentum)
-        return super().update_rule(dim)
+    top_directions: int = doc(
+        "only the b mirrored pairs with the best max(F+, F-) enter the update (0: all)", 0
+    )
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
-        super().validate()
-        check_no_sigma_schedule(self, "pgpe")
-        for name in ("learning_rate", "sigma_learning_rate"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_speed < 0 or self.radius_init < 0:
+        validate_population(self.population, self.top_directions)
+        if not 0 < self.sigma < math.inf:
+            raise ValueError(f"sigma must be a positive finite number, got {self.sigma}")
+        self.validate_rule()
+        if not self.sigma_learning_rate > 0:
             raise ValueError(
-                f"max_speed and radius_init must be >= 0, got {self.max_speed}, {self.radius_init}"
+                f"sigma_learning_rate must be positive, got {self.sigma_learning_rate}"
             )
+        if self.radius_init < 0:
+            raise ValueError(f"radius_init must be >= 0, got {self.radius_init}")
         if not 0 <= self.sigma_max_change < 1:
             raise ValueError(f"sigma_max_change must be in [0, 1), got {self.sigma_max_change}")
+        self.validate_run()
 
 
 def initial_sigma(config: PGPEConfig, dim: int) -> np.ndarray:
@@ -112,7 +113,7 @@ class PGPEStrategy(MirroredES):
 
 
 @register("pgpe")
-class PGPE(OptimES):
+class PGPE(NoiseTableES):
     """PGPE (Sehnke et al. 2010) with ClipUp (Toklu et al. 2020): per-coordinate sigma."""
 
     summary = "PGPE + ClipUp (Sehnke 2010; Toklu 2020): noise table, per-coordinate sigma"
@@ -120,17 +121,23 @@ class PGPE(OptimES):
     config: PGPEConfig
 
     @classmethod
-    def describe_sigma_rule(cls, params: dict[str, Any]) -> str:
-        """PGPE's per-coordinate sigma ascent, clipped (Sehnke et al. 2010; EvoTorch)."""
-        rule = PGPESigma(float(params["sigma_learning_rate"]), float(params["sigma_max_change"]))
-        return rule.describe()
+    def describe_update(cls, params: dict[str, Any]) -> str:
+        """Centred ranks, the rule the config names (ClipUp by default), PGPE's sigma step."""
+        config = known_params(PGPEConfig, params)
+        sigma_rule = PGPESigma(config.sigma_learning_rate, config.sigma_max_change)
+        return describe_mirrored_update(
+            asdict(config), "centered_ranks", config.update_rule(1), sigma_rule.describe()
+        )
 
-    def _build_strategy(self, centre: np.ndarray) -> MirroredES:
+    def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
         config = self.config
-        return self._core(
-            PGPEStrategy,
+        return PGPEStrategy(
             centre,
+            noise,
             initial_sigma(config, centre.size),
-            config.population,
-            PGPESigma(config.sigma_learning_rate, config.sigma_max_change),
+            sampler=MirroredSampler(config.population),
+            shaping=FitnessShaping("centered_ranks", config.top_directions),
+            update=config.update_rule(centre.size),
+            sigma_rule=PGPESigma(config.sigma_learning_rate, config.sigma_max_change),
+            l2_coeff=config.l2_coeff,
         )

@@ -62,13 +62,11 @@ seed and the timestep count) and the ``Monitor`` episode statistics.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import io
 import multiprocessing
-import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -76,6 +74,7 @@ import numpy as np
 
 from algorithms.base import Algorithm, RunContext, StepRecord, doc
 from algorithms.es_common import SEED_BOUND, fitness_summary, stream_rng
+from algorithms.private_rng import PrivateGlobalRNG
 from algorithms.registry import register
 from envs.registry import make_env
 from envs.reward_shaping import RewardTransform, shape_training_reward
@@ -209,55 +208,6 @@ class A2CConfig(SharedRLConfig):
         _validate_common(self)
         if not self.rms_prop_eps > 0:
             raise ValueError(f"rms_prop_eps must be positive, got {self.rms_prop_eps}")
-
-
-class PrivateGlobalRNGs:
-    """Private copies of the global Python, numpy and torch RNG states SB3 draws from."""
-
-    def __init__(self) -> None:
-        self.states: dict[str, Any] | None = None
-
-    @staticmethod
-    def _capture() -> dict[str, Any]:
-        import torch
-
-        return {
-            "python": random.getstate(),
-            "numpy": np.random.get_state(),
-            "torch": torch.get_rng_state(),
-        }
-
-    @staticmethod
-    def _restore(states: dict[str, Any]) -> None:
-        import torch
-
-        random.setstate(states["python"])
-        np.random.set_state(states["numpy"])
-        torch_state = states["torch"]
-        if isinstance(torch_state, np.ndarray):  # as checkpoints hold it (plain_states)
-            torch_state = torch.from_numpy(torch_state.copy())
-        torch.set_rng_state(torch_state)
-
-    def plain_states(self) -> dict[str, Any] | None:
-        """The states with torch's as a numpy array: a checkpoint of arrays, no pickle."""
-        if self.states is None:
-            return None
-        torch_state = self.states["torch"]
-        if not isinstance(torch_state, np.ndarray):
-            torch_state = torch_state.numpy().copy()
-        return {**self.states, "torch": torch_state}
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        """Swap the private states in (the first time: whatever SB3 seeds them to)."""
-        saved = self._capture()
-        if self.states is not None:
-            self._restore(self.states)
-        try:
-            yield
-        finally:
-            self.states = self._capture()
-            self._restore(saved)
 
 
 def _rms_state(rms: Any) -> dict[str, Any]:
@@ -425,7 +375,7 @@ class SB3Algorithm(Algorithm):
         import torch
 
         torch.set_num_threads(1)
-        self.rngs = PrivateGlobalRNGs()
+        self.rngs = PrivateGlobalRNG(("python", "numpy", "torch"))
         self.chunks = 0
         self._eval_env: Any = None
         self.vec_env = self._make_vec_env()

@@ -22,32 +22,32 @@ mirrored pairs is ``sum_pairs (u^+ - u^-) z``, ``grad_sigma`` ``sum_pairs (u^+ +
 (z^2 - 1)``; the step on mu is SGD without momentum at ``learning_rate = eta_mu`` (Adam
 or ClipUp can be chosen instead).
 
-Everything else (tasks, seeds, observation normalisation, checkpoints, replicas) is
-optimes' adapter (:class:`algorithms.optimes.OptimES`); the per-coordinate sigma travels
+Everything else (tasks, seeds, observation normalisation, checkpoints, replicas) is the
+noise-table family's loop (:class:`algorithms.es_engine.NoiseTableES`); the per-coordinate
+sigma travels
 in the broadcast once per generation, or is adapted by every replica with ``sync=seeds``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_core import ClipUp, MirroredES, SNESSigma, UpdateRule
-from algorithms.optimes import OptimES, OptimESConfig
-from algorithms.pgpe import check_no_sigma_schedule
+from algorithms.es_common import default_population
+from algorithms.es_core import FitnessShaping, MirroredES, MirroredSampler, SNESSigma
+from algorithms.es_engine import (
+    ClipUpKnobs,
+    NoiseTableES,
+    NoiseTableRunKnobs,
+    validate_population,
+)
+from algorithms.optimes import describe_mirrored_update, known_params
 from algorithms.registry import register
-
-
-def default_population(dim: int) -> int:
-    """Table 1's ``4 + floor(3 ln d)``, rounded up to an even number (mirrored pairs)."""
-    size = 4 + math.floor(3 * math.log(dim))
-    return size + size % 2
-
+from evaluation.noise import NoiseTable
 
 #: Table 1's ``eta_sigma`` in words, for a config that leaves it to the parameter count
 TABLE_1_ETA_SIGMA = "(3 + ln d) / (5 sqrt d)"
@@ -59,37 +59,38 @@ def default_sigma_learning_rate(dim: int) -> float:
 
 
 @dataclass(frozen=True)
-class SNESConfig(OptimESConfig):
+class SNESConfig(NoiseTableRunKnobs, ClipUpKnobs):
     """Hyperparameters of ``snes``; class defaults are the paper's (Table 1)."""
 
     OPTIMIZERS: ClassVar[tuple[str, ...]] = ("sgd", "adam", "clipup")
-    SHAPINGS: ClassVar[tuple[str, ...]] = ("nes",)
+    #: knobs an older snes had, with the one value it accepted (its records still resume)
+    RETIRED: ClassVar[dict[str, Any]] = {
+        "fitness_shaping": "nes",
+        "sigma_decay": 1.0,
+        "sigma_min": 0.0,
+    }
 
     population: int = doc("candidates per generation, even (0: 4 + floor(3 ln d), rounded up)", 0)
     sigma: float = doc("initial standard deviation of every coordinate", 1.0)
     learning_rate: float = doc("eta_mu, the step size on mu (in units of sigma)", 1.0)
     optimizer: str = doc("sgd (the paper's plain step), adam or clipup", "sgd")
     momentum: float = doc("SGD (or ClipUp) momentum", 0.0)
-    max_speed: float = doc("ClipUp's maximum speed (0: twice learning_rate)", 0.0)
     sigma_learning_rate: float = doc("eta_sigma (0: the paper's (3 + ln d) / (5 sqrt d))", 0.0)
-    fitness_shaping: str = doc("nes: the NES log-rank utilities", "nes")
     l2_coeff: float = doc("L2 weight decay added to the loss gradient", 0.0)
-
-    def update_rule(self, dim: int) -> UpdateRule:
-        """ClipUp (``max_speed`` 0: twice ``learning_rate``), else SGD (the paper's) or Adam."""
-        if self.optimizer == "clipup":
-            return ClipUp(dim, self.learning_rate, self.max_speed, self.momentum)
-        return super().update_rule(dim)
+    top_directions: int = doc(
+        "only the b mirrored pairs with the best max(F+, F-) enter the update (0: all)", 0
+    )
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
         # population 0 is resolved from the parameter count when the policy is known
-        OptimESConfig.validate(dataclasses.replace(self, population=self.population or 2))
-        check_no_sigma_schedule(self, "snes")
+        validate_population(self.population or 2, self.top_directions)
+        if not 0 < self.sigma < math.inf:
+            raise ValueError(f"sigma must be a positive finite number, got {self.sigma}")
+        self.validate_rule()
         if self.sigma_learning_rate < 0:
             raise ValueError(f"sigma_learning_rate must be >= 0, got {self.sigma_learning_rate}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        self.validate_run()
 
 
 class SNESStrategy(MirroredES):
@@ -105,7 +106,7 @@ class SNESStrategy(MirroredES):
 
 
 @register("snes")
-class SNES(OptimES):
+class SNES(NoiseTableES):
     """SNES (Schaul et al. 2011): per-coordinate sigma, NES utilities, the paper's defaults."""
 
     summary = "SNES (Schaul et al. 2011): noise table, mirrored pairs, per-coordinate sigma"
@@ -118,17 +119,22 @@ class SNES(OptimES):
         return "paper default (4 + 3 ln d, even)" if params.get("population") == 0 else None
 
     @classmethod
-    def describe_sigma_rule(cls, params: dict[str, Any]) -> str:
-        """SNES's multiplicative natural-gradient step on sigma (Schaul et al. 2011)."""
-        rate = float(params["sigma_learning_rate"])
-        return SNESSigma(rate).describe() if rate else SNESSigma.WORDS.format(TABLE_1_ETA_SIGMA)
+    def describe_update(cls, params: dict[str, Any]) -> str:
+        """NES utilities, the rule the config names (plain SGD by default), SNES's sigma step."""
+        config = known_params(SNESConfig, params)
+        rate = config.sigma_learning_rate
+        sigma = SNESSigma(rate).describe() if rate else SNESSigma.WORDS.format(TABLE_1_ETA_SIGMA)
+        return describe_mirrored_update(asdict(config), "nes", config.update_rule(1), sigma)
 
-    def _build_strategy(self, centre: np.ndarray) -> MirroredES:
+    def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
         config, dim = self.config, centre.size
-        return self._core(
-            SNESStrategy,
+        return SNESStrategy(
             centre,
+            noise,
             np.full(dim, config.sigma, dtype=np.float32),
-            config.population or default_population(dim),
-            SNESSigma(config.sigma_learning_rate or default_sigma_learning_rate(dim)),
+            sampler=MirroredSampler(config.population or default_population(dim, mirrored=True)),
+            shaping=FitnessShaping("nes", config.top_directions),
+            update=config.update_rule(dim),
+            sigma_rule=SNESSigma(config.sigma_learning_rate or default_sigma_learning_rate(dim)),
+            l2_coeff=config.l2_coeff,
         )

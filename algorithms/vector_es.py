@@ -18,8 +18,13 @@ they have in common:
   as for optimes, so every ES starts from the same policy;
 * the libraries' own randomness is seeded from the run seed. pycma (and
   Nevergrad's CMA wrappers, which call pycma) draw from numpy's *global*
-  RNG; :class:`PrivateGlobalRNG` swaps a private state in around every call,
-  so other code cannot perturb them and a checkpoint can capture the state.
+  RNG; :class:`PrivateGlobalRNG` swaps a private state in around every call
+  into the strategy, so other code cannot perturb them and a checkpoint can
+  capture the state.
+
+A strategy here (:class:`VectorStrategy`) is ask/tell over explicit state, built
+in its constructor; :class:`VectorES` runs it in the one generation loop of
+:class:`algorithms.es_engine.ESAlgorithm`.
 
 No observation normalisation is applied (the GoodAI runs of Nevergrad and CMA
 had none); policies still clip observations to ``±obs_clip``.
@@ -29,51 +34,20 @@ from __future__ import annotations
 
 import io
 import pickle
-import time
-from abc import abstractmethod
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
 
-from algorithms.base import Algorithm, RunContext, StepRecord
-from algorithms.es_common import (
-    SEED_BOUND,
-    STREAM_GENERATION,
-    STREAM_INIT,
-    count_evaluation,
-    fitness_of,
-    generation_record,
-    new_time_counters,
-    stream_rng,
-    to_loss,
-)
-from envs.policies import build_policy
+from algorithms.base import RunContext
+from algorithms.es_common import SEED_BOUND, optimizer_seed, to_loss
+from algorithms.es_engine import ESAlgorithm
+from algorithms.private_rng import PrivateGlobalRNG
 from evaluation.backends import Evaluator
-from evaluation.protocol import Broadcast, EvalTask
+from evaluation.protocol import Broadcast, EvalTask, ReplicaRef
 
 #: Candidates are logged for the UMAP map only while a generation holds at most this many floats.
 POPULATION_LOG_MAX_FLOATS = 200_000
-
-
-class PrivateGlobalRNG:
-    """A private copy of numpy's global RNG state, active only inside :meth:`active`."""
-
-    def __init__(self, seed: int) -> None:
-        self.state: Any = np.random.RandomState(seed).get_state()
-
-    @contextmanager
-    def active(self) -> Iterator[None]:
-        """Make the private state numpy's global one for the duration; save it afterwards."""
-        saved = np.random.get_state()
-        np.random.set_state(self.state)
-        try:
-            yield
-        finally:
-            self.state = np.random.get_state()
-            np.random.set_state(saved)
 
 
 _GLOBAL_RNG_ID = "numpy.random global RandomState"
@@ -124,162 +98,132 @@ def finite_losses(losses: np.ndarray) -> np.ndarray:
     return losses
 
 
-class VectorES(Algorithm):
-    """Base of ES algorithms that ask and tell explicit parameter vectors.
+class VectorStrategy(ABC):
+    """Ask/tell over explicit parameter vectors, minimising losses.
 
-    Subclasses implement :meth:`_library_seed`, :meth:`_create`, :meth:`_ask`,
-    :meth:`_tell`, :meth:`_centre` and, for checkpoints, :meth:`_optimizer_object`
-    (or :meth:`_optimizer_state`) and :meth:`_load_optimizer_state`. Every call
-    into the library runs with :attr:`rng` active.
+    Built around ``x0`` (float64) in its constructor, which declares all its state; every
+    call into it runs with the run's private numpy global RNG active (:class:`VectorES`).
     """
 
-    family = "es"
+    @abstractmethod
+    def ask(self) -> tuple[list[Any], list[np.ndarray]]:
+        """The generation's candidates: opaque handles for :meth:`tell`, and their vectors."""
+
+    @abstractmethod
+    def tell(self, handles: list[Any], losses: np.ndarray) -> None:
+        """Report the losses (to minimise) of the handles :meth:`ask` gave."""
+
+    @abstractmethod
+    def centre(self) -> np.ndarray:
+        """The parameters that stand for the current policy (mean or recommendation)."""
+
+    def metrics(self) -> dict[str, float]:
+        """Strategy-specific metrics of the step just taken."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the strategy needs to continue bit for bit (its checkpoint keys)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be checkpointed")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot be restored from a checkpoint")
+
+    def artifacts(self) -> dict[str, Any]:
+        """Extra facts for the run record."""
+        return {}
+
+
+class VectorES(ESAlgorithm):
+    """The vector family: candidates are explicit parameter vectors, carried in their tasks.
+
+    A subclass gives its ``Config`` and :meth:`build_strategy`. No observation normalisation
+    is applied (the GoodAI runs of Nevergrad and CMA had none).
+    """
 
     def __init__(self, context: RunContext, config: Any, evaluator: Evaluator) -> None:
         super().__init__(context, config, evaluator)
-        validate = getattr(config, "validate", None)
-        if validate is not None:
-            validate()
-        self.policy = build_policy(context.policy_spec)
         self.dim = context.policy_spec.num_params
-        self.initial = self.policy.init_params(stream_rng(context.seed, STREAM_INIT))
-        self.generation = 0
-        #: training timesteps so far (the runner's count), broadcast for ``anneal_timesteps``
-        self.timesteps = 0
-        #: cumulative seconds per part of the wall-clock (es_common.ES_TIME_PARTS)
-        self.time_counters = new_time_counters()
-        self.rng = PrivateGlobalRNG(self._library_seed(0))
-        with self.rng.active():
-            self._create(self.initial.astype(np.float64))
+        #: numpy's global RNG as the strategy sees it, private to this run, checkpointed
+        self.rng = PrivateGlobalRNG(("numpy",), seed=optimizer_seed(context.seed, 0))
+        #: the handles of the generation asked and not yet told
+        self._handles: list[Any] = []
+        self._population_size = 0
         # Candidates travel as vectors: the evaluator holds no noise table (noise_spec_for).
-        # If the setup above raises, the runner closes the evaluator: no workers are left.
-        self.evaluator = evaluator
-
-    # -- what a subclass provides ---------------------------------------------------------
-    @abstractmethod
-    def _library_seed(self, index: int) -> int:
-        """Seed of the library's RNG for the ``index``-th (re)start."""
-
-    @abstractmethod
-    def _create(self, x0: np.ndarray) -> None:
-        """Build the library optimizer around ``x0`` (float64)."""
-
-    @abstractmethod
-    def _ask(self) -> tuple[list[Any], list[np.ndarray]]:
-        """The generation's candidates: opaque handles for :meth:`_tell`, and their vectors."""
-
-    @abstractmethod
-    def _tell(self, handles: list[Any], losses: np.ndarray) -> None:
-        """Report the losses (to minimise) of the handles :meth:`_ask` gave."""
-
-    @abstractmethod
-    def _centre(self) -> np.ndarray:
-        """The parameters that stand for the current policy (mean or recommendation)."""
-
-    def _extras(self) -> dict[str, float]:
-        """Algorithm-specific metrics of the step just taken."""
-        return {}
-
-    def _optimizer_state(self) -> dict[str, Any]:
-        return {"optimizer": dumps_optimizer(self._optimizer_object())}
-
-    def _load_optimizer_state(self, state: dict[str, Any]) -> None:
-        raise NotImplementedError(f"{self.name} cannot be restored from a checkpoint")
-
-    def _optimizer_object(self) -> Any:
-        raise NotImplementedError(f"{self.name} cannot be checkpointed")
-
-    # -- one generation -------------------------------------------------------------------
-    def step(self) -> StepRecord:
-        step_started = started = time.perf_counter()
+        # If the set-up raises, the runner closes the evaluator: no workers are left.
         with self.rng.active():
-            handles, vectors = self._ask()
-        ask_s = time.perf_counter() - started
-        rng = stream_rng(self.context.seed, STREAM_GENERATION, self.generation)
+            self.strategy: VectorStrategy = self.build_strategy(self.initial.astype(np.float64))
+
+    @abstractmethod
+    def build_strategy(self, x0: np.ndarray) -> VectorStrategy:
+        """The strategy around ``x0`` (float64), from :attr:`config` and the run seed."""
+
+    # -- the family's parts of the loop ----------------------------------------------------
+    def _ask(self, rng: np.random.Generator) -> list[np.ndarray]:
+        with self.rng.active():
+            handles, vectors = self.strategy.ask()
+        self._handles = handles
+        return vectors
+
+    def _tasks(self, candidates: list[np.ndarray], rng: np.random.Generator) -> list[EvalTask]:
         k = self.context.episodes_per_fitness
-        env_seeds = rng.integers(0, SEED_BOUND, size=(len(vectors), k))
-        tasks = [
+        env_seeds = rng.integers(0, SEED_BOUND, size=(len(candidates), k))
+        return [
             EvalTask(
                 task_id=i,
                 env_seeds=tuple(int(s) for s in env_seeds[i]),
                 max_steps=self.context.max_episode_steps,
                 vector=np.ascontiguousarray(vector, dtype=np.float32),
             )
-            for i, vector in enumerate(vectors)
+            for i, vector in enumerate(candidates)
         ]
+
+    def _target(self) -> Broadcast | ReplicaRef:
         # Candidates travel inside their tasks; the broadcast carries no centre.
-        broadcast = Broadcast(self.generation, None, 0.0, None, None, self.timesteps)
-        started = time.perf_counter()
-        results, stats = self.evaluator.evaluate(broadcast, tasks)
-        evaluate_s = time.perf_counter() - started
-        count_evaluation(self.time_counters, stats)
-        fitness, failures = fitness_of(results, self.context.fail_on_env_error)
-        small = len(vectors) * vectors[0].size <= POPULATION_LOG_MAX_FLOATS
-        self._population = {
+        return Broadcast(self.generation, None, 0.0, None, None, self.timesteps)
+
+    def _policy_target(self) -> Broadcast | ReplicaRef:
+        return Broadcast(self.generation, self.current_parameters(), 0.0, None, None)
+
+    def _population_of(self, candidates: list[np.ndarray], fitness: np.ndarray) -> dict[str, Any]:
+        small = len(candidates) * candidates[0].size <= POPULATION_LOG_MAX_FLOATS
+        return {
             "fitness": fitness,
             "centre": self.current_parameters().copy(),
-            "candidates": np.stack(vectors).astype(np.float32) if small else None,
+            "candidates": np.stack(candidates).astype(np.float32) if small else None,
         }
-        started = time.perf_counter()
+
+    def _tell(self, candidates: list[np.ndarray], fitness: np.ndarray) -> None:
+        handles, self._handles = self._handles, []
         with self.rng.active():
-            self._tell(handles, finite_losses(to_loss(fitness)))
-        update_s = time.perf_counter() - started + ask_s
-        self.generation += 1
-        self.timesteps += int(sum(r.steps for r in results))
-        done = [r.lengths for r in results if r.failed is None]
-        lengths = np.concatenate(done) if done else np.zeros(0, dtype=np.int64)
-        extras = {
-            "population": float(len(vectors)),
+            self.strategy.tell(handles, finite_losses(to_loss(fitness)))
+        self._population_size = len(candidates)
+
+    def _extras(self) -> dict[str, float]:
+        with self.rng.active():
+            metrics = self.strategy.metrics()
+        return {
+            "population": float(self._population_size),
             "param_norm": float(np.linalg.norm(self.current_parameters())),
-            "episode_length_mean": float(lengths.mean()) if lengths.size else 0.0,
-            "evaluate_s": evaluate_s,
-            "update_s": update_s,
-            "straggler_s": stats.straggler_s,
-            "worker_start_s": stats.worker_start_s,
-            "failed_candidates": float(len(failures)),
-            "retried_tasks": float(stats.retried_tasks),
-            **self._extras(),
+            **metrics,
         }
-        self.time_counters["head_update"] += time.perf_counter() - step_started - evaluate_s
-        return generation_record(results, fitness, stats, extras)
 
-    # -- evaluation, state --------------------------------------------------------------
-    def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
-        centre = self.current_parameters()
-        broadcast = Broadcast(self.generation, centre, 0.0, None, None)
-        tasks = [
-            EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
-            for i, s in enumerate(env_seeds)
-        ]
-        results, stats = self.evaluator.evaluate(broadcast, tasks)
-        count_evaluation(self.time_counters, stats)
-        fitness, _ = fitness_of(results, fail_on_env_error=True, training=False)
-        return fitness
-
+    # -- state -----------------------------------------------------------------------------
     def current_parameters(self) -> np.ndarray:
         with self.rng.active():
-            centre = self._centre()
+            centre = self.strategy.centre()
         return np.asarray(centre, dtype=np.float32).copy()
 
-    def state_dict(self) -> dict[str, Any]:
+    def _strategy_state(self) -> dict[str, Any]:
         try:
-            optimizer = self._optimizer_state()
+            strategy = self.strategy.state_dict()
         except (pickle.PicklingError, TypeError, AttributeError) as error:
             raise NotImplementedError(f"{self.name} optimizer cannot be pickled: {error}") from None
-        return {
-            "generation": self.generation,
-            "timesteps": self.timesteps,
-            "numpy_global_rng": self.rng.state,
-            "config": asdict(self.config),
-            **optimizer,
-        }
+        assert self.rng.states is not None  # seeded in the constructor
+        return {"numpy_global_rng": self.rng.states["numpy"], **strategy}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.generation = int(state["generation"])
-        # checkpoints from before the count carried none; only anneal_timesteps reads it
-        self.timesteps = int(state.get("timesteps", 0))
-        self.rng.state = state["numpy_global_rng"]
-        self._load_optimizer_state(state)
+    def _load_strategy_state(self, state: dict[str, Any]) -> None:
+        self.rng.states = {"numpy": state["numpy_global_rng"]}
+        self.strategy.load_state_dict(state)
 
-    def close(self) -> None:
-        self.evaluator.close()
+    def artifacts(self) -> dict[str, Any]:
+        return self.strategy.artifacts()

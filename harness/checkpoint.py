@@ -284,18 +284,6 @@ def remove_stale_temporaries(folder: Path) -> None:
             leftover.unlink()
 
 
-def checkpoint_format(path: Path) -> int | None:
-    """The format version a checkpoint file declares (None: not a checkpoint, or unreadable)."""
-    try:
-        with open(path, "rb") as stream:
-            parts = stream.readline(512).split(b" ")
-    except OSError:
-        return None
-    if len(parts) < 2 or parts[0] != MAGIC or not parts[1].isdigit():
-        return None
-    return int(parts[1])
-
-
 def _read_checkpoint(path: Path) -> tuple[list[bytes], bytes]:
     """A checkpoint file's header fields and payload, nothing of it decoded."""
     try:

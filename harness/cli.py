@@ -93,11 +93,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The completed, validated run config the flags describe."""
-    return resolve_run_args(args).config
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     latch_stop_signals()  # a stop signal from here on interrupts the run once it can resume
     resolved = resolve_run_args(args)

@@ -163,17 +163,6 @@ def defaults_layers(
     return layers
 
 
-def env_defaults(
-    gym_id: str, algo: str, env_name: str | None = None, path: Path = DEFAULTS_FILE
-) -> dict[str, Any]:
-    """Merged ``run``, ``policy``, ``budget`` and algorithm sections for one env."""
-    merged: dict[str, Any] = {"run": {}, "policy": {}, "budget": {}, "params": {}}
-    for _, sections in defaults_layers(gym_id, algo, env_name, path):
-        for section, values in sections.items():
-            merged[section].update(values)
-    return merged
-
-
 def defaults_section(algo: str) -> str:
     """The section of a ``defaults.yaml`` entry holding ``algo``'s settings, as the
     algorithm declares it (``nevergrad-es`` and ``ng:NAME`` share ``nevergrad``)."""
@@ -249,8 +238,18 @@ def param_types(config_type: type) -> dict[str, Any]:
 def validate_params(params: dict[str, Any], params_type: type, where: str) -> Any:
     """Build the algorithm's config object from a dict, naming unknown keys and bad types."""
     types_ = param_types(params_type)
+    #: knobs the algorithm no longer has, with the one value it accepted: an older record
+    #: holding that value is read as it ran; another value is refused, saying why
+    retired: dict[str, Any] = getattr(params_type, "RETIRED", {})
     checked = {}
     for key, value in params.items():
+        if key in retired and key not in types_:
+            if value == retired[key]:
+                continue
+            raise ConfigError(
+                f"{key} in {where} is not a knob of this algorithm any more (only "
+                f"{retired[key]!r} was ever accepted), got {value!r}"
+            )
         if key not in types_:
             close = suggest_keys(key, types_, knobs=False)
             hint = f"; did you mean: {', '.join(close)}?" if close else ""
@@ -350,18 +349,6 @@ def _set_path(config: dict[str, Any], path: str, value: Any) -> None:
         config[section][name] = value
     else:
         config[name] = value
-
-
-def apply_overrides(
-    config: dict[str, Any], assignments: Sequence[str], params_type: type
-) -> dict[str, Any]:
-    """Apply ``key=value`` strings to a config; unknown keys name close matches."""
-    config = copy.deepcopy(config)
-    params = param_types(params_type)
-    for assignment in assignments:
-        path, value = parse_assignment(assignment, params)
-        _set_path(config, path, value)
-    return config
 
 
 # -- checking values ------------------------------------------------------------------------

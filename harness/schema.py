@@ -541,11 +541,6 @@ def knobs(section: Section | None = None) -> Iterable[Knob]:
     return (k for k in KNOBS if section is None or k.section == section)
 
 
-def flag_names() -> dict[str, Knob]:
-    """Every ``harness run`` knob flag (aliases included) -> its knob."""
-    return {flag: knob for knob in KNOBS for flag in knob.flags}
-
-
 def find(key: str) -> Knob | None:
     """The knob a config key or a ``--set`` key names (``kind`` finds ``policy.kind``)."""
     if key in BY_NAME:

@@ -235,10 +235,11 @@ def test_set_override_is_type_checked(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_nevergrad_es_reads_the_nevergrad_section() -> None:
-    from harness.config import env_defaults
+    from harness.config import complete_config
 
     for algo in ("nevergrad-es", "ng:CMA"):
-        assert env_defaults("LunarLanderContinuous-v3", algo)["params"]["sigma"] == 1.0
+        config = complete_config({"algo": algo, "env": "LunarLanderContinuous"})
+        assert config["params"]["sigma"] == 1.0
 
 
 # -- CMA: full or diagonal ----------------------------------------------------------------
@@ -272,9 +273,10 @@ def test_cma_uses_pycma_diagonal_variant_and_logs_it() -> None:
     assert "full-covariance" in out.getvalue() and "diagonal (sep-)CMA" in out.getvalue()
     assert full.step().extras["diagonal"] == 0.0
     assert diag.step().extras["diagonal"] == 1.0
-    assert full.es.opts["CMA_diagonal"] is False and diag.es.opts["CMA_diagonal"] is True
-    assert type(full.es.sm).__name__ == "GaussFullSampler"
-    assert type(diag.es.sm).__name__ != "GaussFullSampler"
+    pycma_full, pycma_diag = full.strategy.es, diag.strategy.es
+    assert pycma_full.opts["CMA_diagonal"] is False and pycma_diag.opts["CMA_diagonal"] is True
+    assert type(pycma_full.sm).__name__ == "GaussFullSampler"
+    assert type(pycma_diag.sm).__name__ != "GaussFullSampler"
 
 
 def _rss_mb() -> float:

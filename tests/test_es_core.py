@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from algorithms.es_common import default_population
 from algorithms.es_core import (
     SGD,
     Candidate,
@@ -22,14 +23,10 @@ from algorithms.es_core import (
     nes_utilities,
 )
 from algorithms.pgpe import PGPEConfig, PGPEStrategy, initial_sigma
-from algorithms.snes import (
-    SNESConfig,
-    SNESStrategy,
-    default_population,
-    default_sigma_learning_rate,
-)
+from algorithms.snes import SNESConfig, SNESStrategy, default_sigma_learning_rate
 from evaluation.noise import NoiseSpec, NoiseTable
 from evaluation.protocol import Broadcast, EvalTask
+from harness.config import ConfigError, validate_params
 from tests import test_parallel
 from tests.test_parallel import make_algorithm, run_generations
 
@@ -120,9 +117,11 @@ def test_snes_step_equals_the_hand_computed_one() -> None:
 
 def test_snes_defaults_are_the_papers_table() -> None:
     # d = 114: 4 + floor(3 ln 114) = 4 + 14 = 18; eta_sigma = (3 + ln d) / (5 sqrt d)
-    assert default_population(114) == 18
-    assert default_population(18) == 12  # 4 + floor(8.67) = 12
-    assert default_population(6536) == 30  # 4 + floor(26.38) = 30
+    assert default_population(114, mirrored=True) == 18
+    assert default_population(18, mirrored=True) == 12  # 4 + floor(8.67) = 12
+    assert default_population(6536, mirrored=True) == 30  # 4 + floor(26.38) = 30
+    assert default_population(3, mirrored=True) == 8  # 4 + floor(3.30) = 7, rounded up
+    assert default_population(3) == 7  # CMA's (pycma's) rule is not rounded
     assert default_sigma_learning_rate(100) == pytest.approx((3 + math.log(100)) / 50)
     SNESConfig().validate()  # population 0 (automatic) is valid
 
@@ -132,8 +131,11 @@ def test_pgpe_initial_sigma_is_evotorchs_radius_over_sqrt_d() -> None:
     np.testing.assert_array_equal(
         initial_sigma(PGPEConfig(radius_init=0.0, sigma=0.3), 3), np.full(3, 0.3, np.float32)
     )
-    with pytest.raises(ValueError, match="sigma_decay"):
-        PGPEConfig(sigma_decay=0.99).validate()
+    # PGPE's sigma adapts itself: the scalar schedule's knobs are not PGPE's; an older
+    # record holding their only accepted value still reads, any other is refused
+    with pytest.raises(ConfigError, match=r"sigma_decay .* \(only 1.0 was ever accepted\)"):
+        validate_params({"sigma_decay": 0.99}, PGPEConfig, "params")
+    assert validate_params({"sigma_decay": 1.0, "sigma_min": 0.0}, PGPEConfig, "p") == PGPEConfig()
     with pytest.raises(ValueError, match="optimizer must be clipup or adam or sgd"):
         PGPEConfig(optimizer="rmsprop").validate()
 

@@ -201,7 +201,7 @@ def test_the_graph_is_read() -> None:
     assert ("harness.runner", "algorithms.registry") in pairs
     assert ("harness.sweep.store", "harness.rundir") in pairs
     assert ("envs", "envs.registry") in pairs  # from a package's __init__
-    assert ("algorithms.optimes", "evaluation.backends") in pairs
+    assert ("algorithms.es_engine", "evaluation.backends") in pairs
     assert ("evaluation.registry", "evaluation.backends") in pairs  # under TYPE_CHECKING
     assert len(MODULES) > 50 and len(EDGES) > 100
 

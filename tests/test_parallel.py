@@ -240,12 +240,12 @@ def test_backend_table_gives_the_classes_and_the_flag_help() -> None:
 
 def _fail_in_setup(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make pycma's set-up raise, as a library would on an option it refuses."""
-    from algorithms.cma_es import CMAES
+    from algorithms.cma_es import CMAStrategy
 
-    def refuse(self: Any, x0: np.ndarray) -> None:
+    def refuse(self: Any, *args: Any) -> None:
         raise RuntimeError("pycma refused an option")
 
-    monkeypatch.setattr(CMAES, "_create", refuse)
+    monkeypatch.setattr(CMAStrategy, "__init__", refuse)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,8 @@ import pytest
 
 from evaluation.noise import NoiseSpec, NoiseTable
 from harness import rundir
-from harness.cli import build_parser, config_from_args, main
+from harness.cli import build_parser, main
+from harness.launch import resolve_run_args
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter, load_runs, read_population
 from harness.report import anchors as anchor_mod
 from harness.report import audit, scaling, settings, stats
@@ -268,7 +269,7 @@ def test_reproduce_commands_rebuild_each_runs_config(sweep_runs: Path) -> None:
         command = settings.reproduce_command(config)
         argv = shlex.split(command)
         assert argv[:2] == ["harness", "run"]
-        rebuilt = config_from_args(build_parser().parse_args(argv[1:]))
+        rebuilt = resolve_run_args(build_parser().parse_args(argv[1:])).config
         family = settings._family(config["algo"])
         for key, value in config.items():
             if key == "sweep" or not settings._applies(key, family):

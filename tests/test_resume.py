@@ -300,7 +300,7 @@ def test_workers_stay_when_the_population_is_per_worker(tmp_path: Path) -> None:
 
 
 #: Vector ES on a real env: small enough for a case to take about 20 s on two cores.
-VECTOR_ES = ("cma", "nevergrad-es")
+VECTOR_ES = ("cma", "nevergrad-es", "xnes")
 VECTOR_GENERATIONS = 12
 VECTOR_INTERRUPT_STEP = 5  # between periodic checkpoints: the interrupt writes its own
 
@@ -497,3 +497,37 @@ def test_a_run_recorded_before_a_knob_existed_resumes(
     config_path.write_text(json.dumps(config))
     edited = harness_cli("resume", str(run_dir), "--generations", "40", check=False)
     assert edited.returncode == 2 and "was the record edited?" in edited.stderr
+
+
+def test_a_pgpe_run_recorded_with_its_retired_knobs_resumes(tmp_path: Path) -> None:
+    """An older pgpe had optimes' sigma schedule and shaping knobs, fixed at one value;
+    its records (config.json and checkpoint) still resume, to the same numbers."""
+    pgpe = ("--algo", "pgpe", "--env", "CartPole", "--seed", "3", "--set", "population=10")
+    straight = tmp_path / "straight"
+    harness_cli(
+        "run", *pgpe, "--generations", "6", "--backend", "inline", "--runs-dir", str(straight)
+    )
+    runs = tmp_path / "runs"
+    harness_cli("run", *pgpe, "--generations", "3", "--backend", "inline", "--runs-dir", str(runs))
+    run_dir = only_run_dir(runs)
+    retired = {"fitness_shaping": "centered_ranks", "sigma_decay": 1.0, "sigma_min": 0.0}
+    config_path = run_dir / "config.json"
+    config = json.loads(config_path.read_text())
+    config["params"].update(retired)
+    config_path.write_text(json.dumps(config))
+    checkpoint = run_dir / "checkpoint.pkl"
+    state = load_checkpoint(checkpoint)
+    state["config"]["params"].update(retired)
+    state["algorithm"]["config"].update(retired)
+    save_checkpoint(checkpoint, state)
+
+    harness_cli("resume", str(run_dir), "--generations", "6")
+    reference = read_run(only_run_dir(straight))["metrics"]
+    resumed = read_run(run_dir)["metrics"]
+    assert diff_metrics(reference, resumed, "uninterrupted", "resumed") == []
+
+    # a value the older pgpe refused is refused now, saying why
+    config["params"]["sigma_decay"] = 0.9
+    config_path.write_text(json.dumps(config))
+    edited = harness_cli("resume", str(run_dir), "--generations", "8", check=False)
+    assert edited.returncode == 2 and "only 1.0 was ever accepted" in edited.stderr

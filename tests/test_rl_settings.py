@@ -38,20 +38,17 @@ def test_ppo_numbers_do_not_depend_on_the_worker_count(tmp_path: Path) -> None:
 
 
 def _algorithm(algo: str, env: str, **overrides: Any) -> Any:
-    from harness.config import apply_overrides, complete_config
+    """The algorithm a run builds, its ``overrides`` given as ``--set`` would give them."""
+    from harness.config import build_run_config
     from harness.runner import build_algorithm
 
     base = {
         "algo": algo, "env": env, "seed": 0, "episodes": 1, "workers": 1,
         "backend": "inline", "timesteps": 1000,
     }  # fmt: skip
-    config = complete_config(base)
-    if overrides:
-        from algorithms.registry import get_algorithm
-
-        assignments = [f"{k}={v}" for k, v in overrides.items()]
-        config = complete_config(apply_overrides(config, assignments, get_algorithm(algo).Config))
-    return build_algorithm(config)
+    assignments = [f"{k}={v}" for k, v in overrides.items()]
+    config = build_run_config(base, source="given", overrides=assignments, refuse="never")
+    return build_algorithm(config.config)
 
 
 def test_ant_ppo_takes_every_zoo_hyperparameter() -> None:

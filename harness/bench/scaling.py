@@ -146,7 +146,7 @@ def _measure(args: argparse.Namespace, backend: str, workers: int) -> dict[str, 
         probe_s = time.perf_counter() - started
         chunks = getattr(evaluator, "chunks_per_worker", 1)
         requests = chunk_count(len(probe), getattr(evaluator, "num_workers", 1), chunks)
-        centre = algorithm.es.centre
+        centre = algorithm.strategy.centre
         obs = np.zeros(algorithm.context.policy_spec.obs_dim, np.float32)
         broadcast = Broadcast(0, centre, 0.02, obs, obs + 1)
         started = time.perf_counter()

@@ -4,10 +4,11 @@ Each generation samples ``population`` parameter vectors from a diagonal Gaussia
 keeps the best ``elite_fraction`` of them and refits the mean and the standard
 deviation to those (Rubinstein 1999; Szita and Lorincz 2006 for policies).
 
-Built on the harness's :class:`~algorithms.vector_es.VectorES`, which does the rest:
+The strategy is ask/tell over explicit state (:class:`CEMStrategy`); the harness's
+:class:`~algorithms.vector_es.VectorES` runs it in the ES generation loop and does the rest:
 candidates are evaluated by the run's workers (any backend), env seeds and the
 initial parameters derive from the run seed, and every draw below comes from numpy's
-global RNG, which the base class swaps for a private state seeded from the run seed
+global RNG, which VectorES swaps for a private state seeded from the run seed
 and saves in checkpoints. So runs repeat bit for bit, at any worker count, and
 after ``harness resume``.
 """
@@ -21,8 +22,7 @@ from typing import Any
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_common import optimizer_seed
-from algorithms.vector_es import VectorES
+from algorithms.vector_es import VectorES, VectorStrategy
 
 
 @dataclass
@@ -50,10 +50,45 @@ class CEMConfig:
         return max(1, math.ceil(self.elite_fraction * self.population))
 
 
+class CEMStrategy(VectorStrategy):
+    """A diagonal Gaussian refitted to the elite of every generation."""
+
+    def __init__(self, config: CEMConfig, x0: np.ndarray) -> None:
+        self.config = config
+        self.mean = x0.copy()
+        self.std = np.full_like(x0, config.sigma)
+        #: the generation's candidates, from ask to tell
+        self.asked = np.empty((0, x0.size))
+
+    def ask(self) -> tuple[list[Any], list[np.ndarray]]:
+        # numpy's global RNG here is the private, checkpointed state (VectorES.rng)
+        noise = np.random.standard_normal((self.config.population, self.mean.size))
+        self.asked = self.mean + self.std * noise
+        return list(range(len(self.asked))), list(self.asked)
+
+    def tell(self, handles: list[Any], losses: np.ndarray) -> None:
+        best = np.argsort(losses, kind="stable")[: self.config.elites()]
+        elite = self.asked[[handles[i] for i in best]]
+        self.mean = elite.mean(axis=0)
+        self.std = np.maximum(elite.std(axis=0), self.config.sigma_floor)
+
+    def centre(self) -> np.ndarray:
+        return self.mean
+
+    def metrics(self) -> dict[str, float]:
+        return {"sigma": float(self.std.mean())}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean.copy(), "std": self.std.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.mean = np.asarray(state["mean"], dtype=np.float64).copy()
+        self.std = np.asarray(state["std"], dtype=np.float64).copy()
+
+
 class CrossEntropyMethod(VectorES):
     """Diagonal-Gaussian cross-entropy method; a vector per candidate on the wire."""
 
-    family = "es"
     summary = "cross-entropy method (plugin example): refit a diagonal Gaussian to the elite"
     Config = CEMConfig
     config: CEMConfig
@@ -64,36 +99,5 @@ class CrossEntropyMethod(VectorES):
         kept = CEMConfig(**params).elites()
         return f"mean and std of the best {kept} of {params['population']}"
 
-    def _library_seed(self, index: int) -> int:
-        return optimizer_seed(self.context.seed, index)
-
-    def _create(self, x0: np.ndarray) -> None:
-        self.mean = x0.copy()
-        self.std = np.full_like(x0, self.config.sigma)
-        #: the generation's candidates, from _ask to _tell
-        self._asked = np.empty((0, x0.size))
-
-    def _ask(self) -> tuple[list[Any], list[np.ndarray]]:
-        # numpy's global RNG here is the private, checkpointed state (VectorES.rng)
-        noise = np.random.standard_normal((self.config.population, self.mean.size))
-        self._asked = self.mean + self.std * noise
-        return list(range(len(self._asked))), list(self._asked)
-
-    def _tell(self, handles: list[Any], losses: np.ndarray) -> None:
-        best = np.argsort(losses, kind="stable")[: self.config.elites()]
-        elite = self._asked[[handles[i] for i in best]]
-        self.mean = elite.mean(axis=0)
-        self.std = np.maximum(elite.std(axis=0), self.config.sigma_floor)
-
-    def _centre(self) -> np.ndarray:
-        return self.mean
-
-    def _extras(self) -> dict[str, float]:
-        return {"sigma": float(self.std.mean())}
-
-    def _optimizer_state(self) -> dict[str, Any]:
-        return {"mean": self.mean.copy(), "std": self.std.copy()}
-
-    def _load_optimizer_state(self, state: dict[str, Any]) -> None:
-        self.mean = np.asarray(state["mean"], dtype=np.float64).copy()
-        self.std = np.asarray(state["std"], dtype=np.float64).copy()
+    def build_strategy(self, x0: np.ndarray) -> CEMStrategy:
+        return CEMStrategy(self.config, x0)
