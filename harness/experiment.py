@@ -16,6 +16,7 @@ exit status 2; Sacred's INFO log is off unless ``-l INFO`` (``harness run -v``).
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import os
@@ -115,7 +116,15 @@ class _SchemaConfig(ConfigDict):
         self.docs = docs
 
     def __call__(self, fixed: Any = None, preset: Any = None, fallback: Any = None) -> Any:
-        summary = super().__call__(fixed, preset, fallback)
+        # Sacred fills a missing key with our own nested dict (``params``, ``policy``), and
+        # the run's completed config then updates it in place: a copy per run keeps one
+        # run's algorithm knobs out of the next run's defaults in the same process.
+        pristine = self._conf
+        self._conf = copy.deepcopy(pristine)
+        try:
+            summary = super().__call__(fixed, preset, fallback)
+        finally:
+            self._conf = pristine
         summary.docs.update(self.docs)
         return summary
 

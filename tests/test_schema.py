@@ -85,6 +85,16 @@ def test_sacred_config_has_exactly_the_schema_knobs() -> None:
     assert set(config["params"]) == set(param_types(get_algorithm("optimes").Config))
 
 
+def test_one_sacred_run_leaves_no_knobs_in_the_next_runs_defaults() -> None:
+    """Two Sacred runs in one process (a notebook, pytest): optimes' hyperparameters filled
+    into the first must not reach the defaults of a later cma run."""
+    from harness.experiment import ex
+
+    ex._create_run("print_config", config_updates={"env": "CartPole"})
+    run = ex._create_run("print_config", config_updates={"env": "CartPole", "algo": "cma"})
+    assert set(run.config["params"]) == set(param_types(get_algorithm("cma").Config))
+
+
 @pytest.mark.parametrize("algo", ["optimes", "cma", "nevergrad-es", "ppo", "a2c"])
 def test_completion_fills_exactly_the_schema_knobs(algo: str) -> None:
     resolved = build_run_config({"algo": algo, "env": "CartPole"}, overrides=["timesteps=100"])
