@@ -210,5 +210,16 @@ class CMAES(VectorES):
         """pycma picks the population for 0 (``default_population``)."""
         return "pycma default (4 + 3 ln d)" if params.get("population") == 0 else None
 
+    @classmethod
+    def describe_update(cls, params: dict[str, Any]) -> str:
+        """pycma's update: weighted recombination, rank-one and rank-mu covariance updates
+        and cumulative step-size adaptation (Hansen 2016, "The CMA Evolution Strategy: A
+        Tutorial"), with the restarts the config asks for."""
+        text = "weighted recombination, rank-1 + rank-mu covariance, CSA step size"
+        restarts = int(params.get("restarts") or 0)
+        if restarts:
+            text += f"; IPOP: up to {restarts} restarts from the {params.get('restart_from')}"
+        return text
+
     def build_strategy(self, x0: np.ndarray) -> CMAStrategy:
         return CMAStrategy(self.config, x0, self.context.seed)

@@ -142,6 +142,14 @@ class NevergradES(VectorES):
     Config = NevergradConfig
     config: NevergradConfig
 
+    @classmethod
+    def describe_update(cls, params: dict[str, Any]) -> str:
+        """Nevergrad's own optimizer, named, with what the harness tells it."""
+        text = f"Nevergrad {cls.optimizer_name}, ask/tell of {params.get('population')}"
+        text += ", noisy fitness" if params.get("noisy") else ""
+        budget = int(params.get("budget") or 0)
+        return text + (f", budget {budget:,}" if budget else "")
+
     def build_strategy(self, x0: np.ndarray) -> NevergradStrategy:
         return NevergradStrategy(self.config, x0, self.context.seed, self.optimizer_name)
 

@@ -925,7 +925,15 @@ def test_the_settings_table_names_the_es_update_rule() -> None:
         "top 10 of 30 pairs, returns / their std (ARS), SGD"
     )
     row = settings.headline({"algo": "cma", "params": {"population": 0}})
-    assert row["ES update"] == "—"
+    assert row["ES update"] == "weighted recombination, rank-1 + rank-mu covariance, CSA step size"
+    restarted = {"population": 0, "restarts": 2, "restart_from": "mean"}
+    assert settings.headline({"algo": "cma", "params": restarted})["ES update"].endswith(
+        "; IPOP: up to 2 restarts from the mean"
+    )
+    ng = {"population": 60, "noisy": True, "budget": 0}
+    assert settings.headline({"algo": "nevergrad-es", "params": ng})["ES update"] == (
+        "Nevergrad ES, ask/tell of 60, noisy fitness"
+    )
     assert row["population"] == "pycma default (4 + 3 ln d)"
     assert settings.headline({"algo": "ppo", "params": {}})["population"] == "—"
     snes = {"population": 0, "fitness_shaping": "nes", "optimizer": "sgd", "momentum": 0.0}
