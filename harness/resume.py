@@ -301,16 +301,23 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         "status": status,
         "keep_through_step": progress.step,
         "drop_eval_step": drop_eval_step,
-        "note": {
-            "reopened": reopened,
-            "budget": {key: config[key] for key in BUDGET_KEYS},
-            "previous_budget": {key: stored.get(key) for key in BUDGET_KEYS},
-            **(
-                {WORKERS: config[WORKERS], "previous_workers": stored.get(WORKERS)}
-                if config.get(WORKERS) != stored.get(WORKERS)
-                else {}
-            ),
-        },
+        "note": _resume_note(config, stored, reopened=reopened),
+    }
+
+
+def _resume_note(config: dict[str, Any], stored: dict[str, Any], **flags: bool) -> dict[str, Any]:
+    """The resumed entry's record: ``flags``, the budget before and now, and the worker
+    count where the resume changed it."""
+    workers_changed = config.get(WORKERS) != stored.get(WORKERS)
+    return {
+        **flags,
+        "budget": {key: config[key] for key in BUDGET_KEYS},
+        "previous_budget": {key: stored.get(key) for key in BUDGET_KEYS},
+        **(
+            {WORKERS: config[WORKERS], "previous_workers": stored.get(WORKERS)}
+            if workers_changed
+            else {}
+        ),
     }
 
 
@@ -351,17 +358,7 @@ def _plan_from_scratch(
         "keep_through_step": 0,
         "drop_eval_step": None,
         "from_scratch": True,
-        "note": {
-            "from_scratch": True,
-            "reopened": False,
-            "budget": {key: config[key] for key in BUDGET_KEYS},
-            "previous_budget": {key: stored.get(key) for key in BUDGET_KEYS},
-            **(
-                {WORKERS: config[WORKERS], "previous_workers": stored.get(WORKERS)}
-                if config.get(WORKERS) != stored.get(WORKERS)
-                else {}
-            ),
-        },
+        "note": _resume_note(config, stored, from_scratch=True, reopened=False),
     }
 
 
