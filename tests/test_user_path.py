@@ -82,8 +82,13 @@ overrides:
 
 
 def _harness(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return _python(["-m", "harness.cli", *args], env, cwd)
+
+
+def _python(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in a fresh process; it must succeed with no traceback."""
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
+        [sys.executable, *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -147,16 +152,6 @@ def test_a_researchers_own_env_from_sweep_to_video(tmp_path: Path) -> None:
         print("runs", len(table), sorted(set(table["params.sigma"])))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    output = done.stdout + done.stderr
-    assert "Traceback" not in output, output
-    assert done.returncode == 0, output
+    done = _python(["-c", code], env, tmp_path)
     assert "run COMPLETED" in done.stdout
     assert "runs 4 [0.05, 0.1]" in done.stdout
