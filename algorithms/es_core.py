@@ -16,11 +16,11 @@ The parts, and the papers their formulas come from:
 
 * sampling: :class:`MirroredSampler`, antithetic pairs of table indices (Salimans et al.
   2017, section 2.1; Sehnke et al. 2010's symmetric sampling; Brockhoff et al. 2010);
-* fitness shaping (:class:`FitnessShaping`): ``centered_ranks`` (Salimans et al. 2017,
-  section 2.1: ranks onto [-0.5, 0.5]), ``reward_std`` with ``top_directions`` (Mania,
-  Guy, Recht 2018, Algorithm 2 lines 6-7: the b best pairs, returns over their std),
-  ``raw`` returns, and ``nes`` utilities (Wierstra et al. 2014, JMLR 15, eq. 13 / Schaul
-  et al. 2011, section 2)::
+* fitness shaping (:class:`FitnessShaping`, given a :class:`Shaping` object): centred ranks
+  (``CENTRED_RANKS``; Salimans et al. 2017, section 2.1: ranks onto [-0.5, 0.5]), returns
+  over their std (``REWARD_STD``) with ``top_directions`` (Mania, Guy, Recht 2018,
+  Algorithm 2 lines 6-7: the b best pairs), raw returns, and NES utilities
+  (``NES_UTILITIES``; Wierstra et al. 2014, JMLR 15, eq. 13 / Schaul et al. 2011, section 2)::
 
       u_k = max(0, log(lambda/2 + 1) - log k) / sum_j max(0, log(lambda/2 + 1) - log j)
             - 1/lambda                                                         (NES-13)
@@ -149,12 +149,21 @@ def nes_utilities(fitness: np.ndarray) -> np.ndarray:
     return utilities.astype(np.float32)
 
 
-SHAPINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "centered_ranks": centered_ranks,
-    "reward_std": reward_std_scaled,
-    "raw": raw_fitness,
-    "nes": nes_utilities,
-}
+@dataclass(frozen=True)
+class Shaping:
+    """A fitness shaping as the object a strategy is given: the function and its words."""
+
+    shape: Callable[[np.ndarray], np.ndarray]
+    words: str
+
+    def __call__(self, fitness: np.ndarray) -> np.ndarray:
+        return self.shape(fitness)
+
+
+CENTRED_RANKS = Shaping(centered_ranks, "centred ranks")
+REWARD_STD = Shaping(reward_std_scaled, "returns / their std (ARS)")
+NES_UTILITIES = Shaping(nes_utilities, "NES utilities")
+RAW_RETURNS = Shaping(raw_fitness, "raw returns")
 
 
 def top_pairs(fitness: np.ndarray, count: int) -> np.ndarray:
@@ -171,23 +180,21 @@ def top_pairs(fitness: np.ndarray, count: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class FitnessShaping:
-    """Keep the ``top_directions`` best pairs (0: all), then shape their returns by ``kind``."""
+    """Keep the ``top_directions`` best pairs (0: all), then shape their returns by ``shape``."""
 
-    kind: str = "centered_ranks"
+    shape: Shaping = CENTRED_RANKS
     top_directions: int = 0
-
-    def __post_init__(self) -> None:
-        if self.kind not in SHAPINGS:
-            raise ValueError(
-                f"fitness_shaping must be one of {', '.join(SHAPINGS)}, got {self.kind!r}"
-            )
 
     def __call__(self, fitness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(kept, shaped)``: the kept pairs' indices and their 2|kept| shaped values."""
         fitness = np.asarray(fitness, dtype=np.float64)
         kept = top_pairs(fitness, self.top_directions)
         selected = fitness.reshape(-1, 2)[kept].ravel()
-        return kept, SHAPINGS[self.kind](selected)
+        return kept, self.shape(selected)
+
+    def describe(self) -> str:
+        """The shaping in the report's words."""
+        return self.shape.words
 
 
 # -- update rules (minimise a loss gradient, return the step) ---------------------------------

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from algorithms.base import Algorithm, RunContext, StepRecord, doc
+from algorithms.base import Algorithm, RunContext, StepRecord, config_defaults, doc
 from algorithms.es_common import (
     SEED_BOUND,
     STREAM_GENERATION,
@@ -45,6 +45,7 @@ from algorithms.es_core import (
     Adam,
     Candidate,
     ClipUp,
+    FitnessShaping,
     MirroredES,
     UpdateRule,
     sigma_summary,
@@ -384,6 +385,28 @@ class ClipUpKnobs(CentreRuleKnobs):
         super().validate_rule()
         if self.max_speed < 0:
             raise ValueError(f"max_speed must be >= 0, got {self.max_speed}")
+
+
+def describe_mirrored_update(
+    params: dict[str, Any], shaping: FitnessShaping, rule: UpdateRule, sigma: str | None
+) -> str:
+    """A mirrored-sampling update in words: which pairs enter, their shaping, the rule on the
+    centre, L2, and how sigma moves (if it moves by itself)."""
+    pairs = int(params.get("population", 0) or 0) // 2
+    top = int(params.get("top_directions", 0) or 0)
+    if not pairs:  # a population the algorithm derives from the parameter count
+        kept = "all pairs"
+    else:
+        kept = f"top {top} of {pairs} pairs" if 0 < top < pairs else f"all {pairs} pairs"
+    decay = params.get("l2_coeff", 0.0)
+    l2 = f", L2 {float(decay):g}" if decay else ""
+    return f"{kept}, {shaping.describe()}, {rule.describe()}{l2}" + (f"; {sigma}" if sigma else "")
+
+
+def known_params(config_class: type, params: dict[str, Any]) -> Any:
+    """The config a record's params describe, its defaults filling what they leave out."""
+    defaults = config_defaults(config_class)
+    return config_class(**{**defaults, **{k: v for k, v in params.items() if k in defaults}})
 
 
 def validate_population(population: int, top_directions: int) -> None:

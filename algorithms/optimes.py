@@ -43,13 +43,16 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.base import config_defaults, doc
+from algorithms.base import doc
 from algorithms.es_core import (
+    CENTRED_RANKS,
+    REWARD_STD,
     Adam,
     Candidate,
     FitnessShaping,
     MirroredES,
     MirroredSampler,
+    Shaping,
     UpdateRule,
     centered_ranks,
     reward_std_scaled,
@@ -61,6 +64,8 @@ from algorithms.es_engine import (
     NoiseTableRunKnobs,
     OptimESReplica,
     ReplicaUpdate,
+    describe_mirrored_update,
+    known_params,
     validate_population,
 )
 from algorithms.registry import register
@@ -80,44 +85,18 @@ __all__ = [
     "top_pairs",
 ]
 
-FITNESS_SHAPINGS = ("centered_ranks", "reward_std")
-#: fitness shapings in the report's words
-SHAPING_WORDS = {
-    "centered_ranks": "centred ranks",
-    "reward_std": "returns / their std (ARS)",
-    "nes": "NES utilities",
-}
-
-
-def describe_mirrored_update(
-    params: dict[str, Any], shaping: str, rule: UpdateRule, sigma: str | None
-) -> str:
-    """A mirrored-sampling update in words: which pairs enter, their shaping, the rule on the
-    centre, L2, and how sigma moves (if it moves by itself)."""
-    pairs = int(params.get("population", 0) or 0) // 2
-    top = int(params.get("top_directions", 0) or 0)
-    if not pairs:  # a population the algorithm derives from the parameter count
-        kept = "all pairs"
-    else:
-        kept = f"top {top} of {pairs} pairs" if 0 < top < pairs else f"all {pairs} pairs"
-    decay = params.get("l2_coeff", 0.0)
-    l2 = f", L2 {float(decay):g}" if decay else ""
-    shaped = SHAPING_WORDS.get(shaping, shaping)
-    return f"{kept}, {shaped}, {rule.describe()}{l2}" + (f"; {sigma}" if sigma else "")
-
-
-def known_params(config_class: type, params: dict[str, Any]) -> Any:
-    """The config a record's params describe, its defaults filling what they leave out."""
-    defaults = config_defaults(config_class)
-    return config_class(**{**defaults, **{k: v for k, v in params.items() if k in defaults}})
+#: OpenAI-ES's shaping: centred ranks of every candidate
+CENTRED_RANKS_OF_ALL = FitnessShaping(CENTRED_RANKS)
+#: the shapings optimes' ``fitness_shaping`` knob names
+FITNESS_SHAPINGS: dict[str, Shaping] = {"centered_ranks": CENTRED_RANKS, "reward_std": REWARD_STD}
 
 
 class OpenAIES(MirroredES):
     """Ask/tell core of OpenAI-ES/ARS built from :mod:`algorithms.es_core`'s parts.
 
-    Mirrored table indices, centred ranks (or ARS's reward-std on the top directions),
-    an injected update rule (Adam or SGD) on ``-grad + l2 theta``, one scalar sigma that only
-    the run's schedule moves.
+    Mirrored table indices, an injected shaping (centred ranks, or ARS's reward-std on the
+    top directions) and update rule (Adam or SGD) on ``-grad + l2 theta``, one scalar sigma
+    that only the run's schedule moves.
     """
 
     def __init__(
@@ -129,25 +108,17 @@ class OpenAIES(MirroredES):
         update: UpdateRule,
         *,
         l2_coeff: float = 0.0,
-        top_directions: int = 0,
-        fitness_shaping: str = "centered_ranks",
+        shaping: FitnessShaping = CENTRED_RANKS_OF_ALL,
     ) -> None:
-        if fitness_shaping not in FITNESS_SHAPINGS:
-            raise ValueError(
-                f"fitness_shaping must be one of {', '.join(FITNESS_SHAPINGS)}, "
-                f"got {fitness_shaping!r}"
-            )
         super().__init__(
             centre,
             noise,
             sigma,
             sampler=MirroredSampler(population),
-            shaping=FitnessShaping(fitness_shaping, top_directions),
+            shaping=shaping,
             update=update,
             l2_coeff=l2_coeff,
         )
-        self.top_directions = top_directions
-        self.fitness_shaping = fitness_shaping
 
 
 @dataclass(frozen=True)
@@ -181,6 +152,10 @@ class OptimESConfig(NoiseTableRunKnobs, CentreRuleKnobs):
             )
         self.validate_run()
 
+    def shaping(self) -> FitnessShaping:
+        """The shaping ``fitness_shaping`` names on the ``top_directions`` best pairs."""
+        return FitnessShaping(FITNESS_SHAPINGS[self.fitness_shaping], self.top_directions)
+
 
 @register("optimes")
 class OptimES(NoiseTableES):
@@ -194,12 +169,8 @@ class OptimES(NoiseTableES):
     def describe_update(cls, params: dict[str, Any]) -> str:
         """OpenAI-ES's centred ranks or ARS V2-t's top b pairs, and the rule the config names."""
         config = known_params(OptimESConfig, params)
-        return describe_mirrored_update(
-            asdict(config),
-            config.fitness_shaping,
-            config.update_rule(1),
-            None,
-        )
+        rule = config.update_rule(1)
+        return describe_mirrored_update(asdict(config), config.shaping(), rule, None)
 
     def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
         config = self.config
@@ -210,8 +181,7 @@ class OptimES(NoiseTableES):
             config.sigma,
             config.update_rule(centre.size),
             l2_coeff=config.l2_coeff,
-            top_directions=config.top_directions,
-            fitness_shaping=config.fitness_shaping,
+            shaping=config.shaping(),
         )
 
     def _apply_schedules(self) -> None:

@@ -37,14 +37,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_core import FitnessShaping, MirroredES, MirroredSampler, PGPESigma
+from algorithms.es_core import CENTRED_RANKS, FitnessShaping, MirroredES, MirroredSampler, PGPESigma
 from algorithms.es_engine import (
     ClipUpKnobs,
     NoiseTableES,
     NoiseTableRunKnobs,
+    describe_mirrored_update,
+    known_params,
     validate_population,
 )
-from algorithms.optimes import describe_mirrored_update, known_params
 from algorithms.registry import register
 from evaluation.noise import NoiseTable
 
@@ -94,6 +95,10 @@ class PGPEConfig(NoiseTableRunKnobs, ClipUpKnobs):
             raise ValueError(f"sigma_max_change must be in [0, 1), got {self.sigma_max_change}")
         self.validate_run()
 
+    def shaping(self) -> FitnessShaping:
+        """Centred ranks on the ``top_directions`` best pairs."""
+        return FitnessShaping(CENTRED_RANKS, self.top_directions)
+
 
 def initial_sigma(config: PGPEConfig, dim: int) -> np.ndarray:
     """One sigma per coordinate: ``radius_init / sqrt(d)`` (EvoTorch), else ``sigma``."""
@@ -126,7 +131,7 @@ class PGPE(NoiseTableES):
         config = known_params(PGPEConfig, params)
         sigma_rule = PGPESigma(config.sigma_learning_rate, config.sigma_max_change)
         return describe_mirrored_update(
-            asdict(config), "centered_ranks", config.update_rule(1), sigma_rule.describe()
+            asdict(config), config.shaping(), config.update_rule(1), sigma_rule.describe()
         )
 
     def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
@@ -136,7 +141,7 @@ class PGPE(NoiseTableES):
             noise,
             initial_sigma(config, centre.size),
             sampler=MirroredSampler(config.population),
-            shaping=FitnessShaping("centered_ranks", config.top_directions),
+            shaping=config.shaping(),
             update=config.update_rule(centre.size),
             sigma_rule=PGPESigma(config.sigma_learning_rate, config.sigma_max_change),
             l2_coeff=config.l2_coeff,

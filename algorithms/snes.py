@@ -38,14 +38,15 @@ import numpy as np
 
 from algorithms.base import doc
 from algorithms.es_common import default_population
-from algorithms.es_core import FitnessShaping, MirroredES, MirroredSampler, SNESSigma
+from algorithms.es_core import NES_UTILITIES, FitnessShaping, MirroredES, MirroredSampler, SNESSigma
 from algorithms.es_engine import (
     ClipUpKnobs,
     NoiseTableES,
     NoiseTableRunKnobs,
+    describe_mirrored_update,
+    known_params,
     validate_population,
 )
-from algorithms.optimes import describe_mirrored_update, known_params
 from algorithms.registry import register
 from evaluation.noise import NoiseTable
 
@@ -92,6 +93,10 @@ class SNESConfig(NoiseTableRunKnobs, ClipUpKnobs):
             raise ValueError(f"sigma_learning_rate must be >= 0, got {self.sigma_learning_rate}")
         self.validate_run()
 
+    def shaping(self) -> FitnessShaping:
+        """NES utilities on the ``top_directions`` best pairs."""
+        return FitnessShaping(NES_UTILITIES, self.top_directions)
+
 
 class SNESStrategy(MirroredES):
     """SNES's core: one sigma per coordinate, the centre moved by ``eta_mu sigma grad_mu``."""
@@ -124,7 +129,8 @@ class SNES(NoiseTableES):
         config = known_params(SNESConfig, params)
         rate = config.sigma_learning_rate
         sigma = SNESSigma(rate).describe() if rate else SNESSigma.WORDS.format(TABLE_1_ETA_SIGMA)
-        return describe_mirrored_update(asdict(config), "nes", config.update_rule(1), sigma)
+        rule = config.update_rule(1)
+        return describe_mirrored_update(asdict(config), config.shaping(), rule, sigma)
 
     def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
         config, dim = self.config, centre.size
@@ -133,7 +139,7 @@ class SNES(NoiseTableES):
             noise,
             np.full(dim, config.sigma, dtype=np.float32),
             sampler=MirroredSampler(config.population or default_population(dim, mirrored=True)),
-            shaping=FitnessShaping("nes", config.top_directions),
+            shaping=config.shaping(),
             update=config.update_rule(dim),
             sigma_rule=SNESSigma(config.sigma_learning_rate or default_sigma_learning_rate(dim)),
             l2_coeff=config.l2_coeff,

@@ -10,9 +10,8 @@ with ``z_k ~ N(0, I)``, ``x_k = mu + sigma B z_k`` and ``u_k`` the NES utilities
     sigma <- sigma exp(eta_sigma / 2 G_sigma),  B <- B exp(eta_B / 2 G_B)   (xNES-sigma, -B)
 
 Defaults: ``lambda = 4 + floor(3 ln d)``, ``eta_mu = 1``, ``eta_sigma = eta_B`` below. A
-candidate is a vector (workers cannot rebuild ``B z`` from a table slice); ``z`` is drawn from
-numpy's global RNG, which the run keeps private and checkpoints. SNES is this rule with ``B``
-diagonal, on the noise table (:mod:`algorithms.snes`).
+candidate is a vector (workers cannot rebuild ``B z`` from a table slice); ``z`` comes from the
+run's private, checkpointed RNG. SNES is this rule with ``B`` diagonal (:mod:`algorithms.snes`).
 """
 
 from __future__ import annotations

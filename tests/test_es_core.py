@@ -12,6 +12,8 @@ import pytest
 
 from algorithms.es_common import default_population
 from algorithms.es_core import (
+    CENTRED_RANKS,
+    NES_UTILITIES,
     SGD,
     Candidate,
     ClipUp,
@@ -70,7 +72,7 @@ def test_pgpe_step_equals_the_hand_computed_one() -> None:
     """Sehnke et al.'s symmetric-sampling gradients with EvoTorch's 1/n, ClipUp, 20% clip."""
     sigma = SIGMA
     es = told(
-        FitnessShaping("centered_ranks"),
+        FitnessShaping(CENTRED_RANKS),
         ClipUp(2, stepsize=0.3, max_speed=1.0),
         PGPESigma(learning_rate=0.1, max_change=0.2),
         PGPEStrategy,
@@ -102,7 +104,7 @@ def test_snes_step_equals_the_hand_computed_one() -> None:
     """Schaul et al. 2011, Algorithm 2, over the mirrored candidates s = +z_0, -z_0, +z_1, -z_1."""
     sigma = SIGMA
     es = told(
-        FitnessShaping("nes"),
+        FitnessShaping(NES_UTILITIES),
         SGD(2, 1.0, momentum=0.0),
         SNESSigma(learning_rate=0.2),
         SNESStrategy,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algorithms.es_core import SGD
+from algorithms.es_core import REWARD_STD, SGD, FitnessShaping
 from algorithms.optimes import Adam, Candidate, OpenAIES, centered_ranks
 from evaluation.noise import NoiseSpec, NoiseTable
 from evaluation.protocol import Broadcast, EvalTask
@@ -127,8 +127,7 @@ def test_ars_top_directions_keep_the_best_pairs_and_scale_by_their_std() -> None
         population=6,
         sigma=0.1,
         update=SGD(2, 1.0, momentum=0.0),
-        top_directions=2,
-        fitness_shaping="reward_std",
+        shaping=FitnessShaping(REWARD_STD, top_directions=2),
     )
     candidates = [Candidate(index, sign) for index in (0, 3, 6) for sign in (+1, -1)]
     es.tell(candidates, np.array([4.0, 1.0, 0.0, 0.5, 2.0, 3.0]))
@@ -145,7 +144,7 @@ def test_reward_std_shaping_survives_a_flat_population_and_a_failed_candidate() 
         4,
         0.1,
         SGD(2, 1.0, momentum=0.0),
-        fitness_shaping="reward_std",
+        shaping=FitnessShaping(REWARD_STD),
     )
     candidates = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]
     es.tell(candidates, np.full(4, 7.0))
