@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "solve": ("harness.bench.solve", "wall-clock and timesteps to a target return, over seeds"),
     "scaling": ("harness.bench.scaling", "speed-up of W workers over one, per backend"),
     "wire": ("harness.bench.wire", "bytes per generation against parameter count"),
+    "ceiling": ("harness.bench.ceiling", "this machine's own limit on W processes' speed-up"),
 }
 
 

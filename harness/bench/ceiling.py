@@ -1,0 +1,115 @@
+"""The machine's own ceiling on parallel speed-up: W independent processes stepping an env.
+
+No harness code runs in the timed part: each process makes the env, then steps it with
+zero actions for ``--seconds`` (resetting at episode ends) and reports its step count.
+The ceiling at W is the W processes' total steps per second over one process's. On a
+machine whose cores are real and idle it is close to W; on a virtual machine, shared
+caches, memory bandwidth, frequency scaling and the host's other tenants pull it below.
+A worker-count speed-up the harness measures (``harness bench solve``, ``bench scaling``)
+cannot exceed this figure, so read those beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import time
+from typing import Any
+
+from harness.bench import emit, format_table
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--env", default="LunarLanderContinuous", help="env (default: LunarLanderContinuous)"
+    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="process counts")
+    parser.add_argument("--seconds", type=float, default=5.0, help="stepping time per process")
+    parser.add_argument("--repeats", type=int, default=3, help="measurements per process count")
+
+
+def step_for(env_id: str, seconds: float, ready: Any, go: Any, out: Any) -> None:
+    """Make the env, wait for the start signal, then count steps for ``seconds``."""
+    import numpy as np
+
+    from envs.registry import make_env
+
+    env = make_env(env_id)
+    env.reset(seed=0)
+    action = np.asarray(env.action_space.sample()) * 0
+    ready.release()
+    go.wait()
+    steps, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        _, _, terminated, truncated, _ = env.step(action)
+        steps += 1
+        if terminated or truncated:
+            env.reset()
+    out.put(steps / (time.perf_counter() - started))
+
+
+def throughput(env_id: str, workers: int, seconds: float) -> float:
+    """Total steps per second of ``workers`` processes stepping at the same time."""
+    context = mp.get_context("spawn")
+    ready, go, out = context.Semaphore(0), context.Event(), context.Queue()
+    processes = [
+        context.Process(target=step_for, args=(env_id, seconds, ready, go, out))
+        for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    for _ in processes:
+        ready.acquire()
+    go.set()
+    rates = [out.get() for _ in processes]
+    for process in processes:
+        process.join()
+    return float(sum(rates))
+
+
+def run(args: argparse.Namespace) -> int:
+    from envs.registry import UnknownEnvError, resolve_env_id
+    from harness.commands import UsageError
+
+    if any(w < 1 for w in args.workers):
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if not args.seconds > 0:
+        raise UsageError(f"--seconds must be positive, got {args.seconds}")
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
+    try:
+        env_id = resolve_env_id(args.env)
+    except UnknownEnvError as error:
+        raise UsageError(str(error)) from None
+    counts = sorted(set(args.workers) | {1})
+    measured = {
+        w: [throughput(env_id, w, args.seconds) for _ in range(args.repeats)] for w in counts
+    }
+    best_one = max(measured[1])
+    rows = [
+        {
+            "workers": w,
+            "rate": max(rates),
+            "ceiling": max(rates) / best_one,
+            "low": min(rates) / best_one,
+        }
+        for w, rates in measured.items()
+    ]
+    print(
+        format_table(
+            rows,
+            [
+                ("workers", "processes", "d"),
+                ("rate", "steps/s (best)", ",.0f"),
+                ("ceiling", "over one (best)", ".2f"),
+                ("low", "over one (worst)", ".2f"),
+            ],
+        )
+    )
+    figures: dict[str, Any] = {"env": env_id, "seconds": args.seconds, "repeats": args.repeats}
+    for w, rates in measured.items():
+        figures[f"w{w}.steps_per_s"] = [round(r, 1) for r in rates]
+        figures[f"w{w}.ceiling_best"] = round(max(rates) / best_one, 3)
+        figures[f"w{w}.ceiling_worst"] = round(min(rates) / best_one, 3)
+    emit(figures, args.json)
+    return 0

@@ -1,0 +1,35 @@
+"""``harness bench ceiling``: real processes stepping a real env, figures per process count."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "harness.cli", "bench", "ceiling", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_ceiling_measures_each_process_count_against_one(tmp_path: Path) -> None:
+    out = tmp_path / "ceiling.json"
+    done = _bench("--workers", "2", "--seconds", "0.3", "--repeats", "2", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(out.read_text())
+    assert figures["env"] == "LunarLanderContinuous-v3"
+    assert figures["w1.ceiling_best"] == 1.0  # one process is the yardstick, always measured
+    assert len(figures["w1.steps_per_s"]) == len(figures["w2.steps_per_s"]) == 2
+    assert all(rate > 1000 for rate in figures["w2.steps_per_s"])  # both processes stepped
+    assert 0 < figures["w2.ceiling_worst"] <= figures["w2.ceiling_best"]
+    assert "over one (best)" in done.stdout.splitlines()[0]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    out = tmp_path / "ceiling.json"
+    for args, named in ((["--workers", "0"], "--workers"), (["--env", "Nope"], "'Nope'")):
+        done = _bench(*args, "--json", str(out))
+        assert done.returncode == 2
+        assert len(done.stderr.strip().splitlines()) == 1 and named in done.stderr
+    assert not out.exists()
