@@ -79,6 +79,10 @@ class Algorithm(ABC):
     #: the section of ``experiments/defaults.yaml`` entries holding its per-env
     #: hyperparameters (None: its name); algorithms of one library may share one
     defaults_section: ClassVar[str | None] = None
+    #: rl-baselines3-zoo's hyperparameter file for this algorithm (``ppo.yml``); a
+    #: defaults.yaml section of it that carries one of the file's entries names it with
+    #: ``zoo: ENTRY``, and ``--print-config`` names that entry as the values' source
+    zoo_hyperparams: ClassVar[str | None] = None
 
     def __init__(self, context: RunContext, config: Any, evaluator: Evaluator | None = None):
         """``evaluator``: the run's evaluator for the ES family (an ES keeps it), else None."""

@@ -39,7 +39,13 @@ import numpy as np
 from algorithms.base import doc
 from algorithms.es_common import default_population, optimizer_seed
 from algorithms.registry import register
-from algorithms.vector_es import VectorES, VectorStrategy, dumps_optimizer, loads_optimizer
+from algorithms.vector_es import (
+    VectorES,
+    VectorObsNormKnobs,
+    VectorStrategy,
+    dumps_optimizer,
+    loads_optimizer,
+)
 
 #: Float64 matrices of size d x d that full CMA holds at once (C, B, eigendecomposition work).
 FULL_COVARIANCE_MATRICES = 3
@@ -51,7 +57,7 @@ def covariance_mb(dim: int) -> float:
 
 
 @dataclass(frozen=True)
-class CMAConfig:
+class CMAConfig(VectorObsNormKnobs):
     """Hyperparameters of ``cma``; defaults per env live in ``experiments/defaults.yaml``."""
 
     population: int = doc("candidates per generation (pycma popsize); 0: 4 + 3 ln(d)", 0)
@@ -83,6 +89,7 @@ class CMAConfig:
             raise ValueError(f"restarts must be >= 0, got {self.restarts}")
         if self.restart_from not in ("mean", "init"):
             raise ValueError(f"restart_from must be mean or init, got {self.restart_from!r}")
+        self.validate_obs_norm()
 
     def use_diagonal(self, dim: int) -> tuple[bool, str]:
         """Whether ``dim`` parameters get diagonal CMA, and why (one line)."""

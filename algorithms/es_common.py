@@ -18,6 +18,9 @@ STREAM_EVAL = 2
 STREAM_OPTIMIZER = 3
 #: Env seeds of the confirmation of a target return; index = confirmation number.
 STREAM_CONFIRM = 4
+#: Novelty search's own draws (algorithms.novelty_es): index 0 the initial centres'
+#: measurement, g + 1 generation g's choice of centre and its measurement's env seeds.
+STREAM_NOVELTY = 5
 
 #: Parts of the wall-clock an ES algorithm measures itself, as cumulative seconds in its
 #: ``time_counters``; the runner books the rest of a step as rollouts (see harness.runner).

@@ -106,6 +106,11 @@ class ESAlgorithm(Algorithm):
     def _tell(self, candidates: list[Any], fitness: np.ndarray) -> None:
         """Tell the strategy the candidates' fitness (returns: higher is better)."""
 
+    def _observe(self, results: list[EvalResult]) -> None:
+        """Take from the generation's results, just before the tell, what the strategy needs
+        besides fitness (novelty search: each candidate's behaviour characterisation, which
+        its tasks asked for with ``EvalTask.behaviour``); by default nothing."""
+
     def _after_tell(
         self,
         candidates: list[Any],
@@ -146,6 +151,7 @@ class ESAlgorithm(Algorithm):
         fitness, failures = fitness_of(results, self.context.fail_on_env_error)
         self._population = self._population_of(candidates, fitness)
         started = time.perf_counter()
+        self._observe(results)
         self._tell(candidates, fitness)
         update_s = time.perf_counter() - started + ask_s
         finished = [r.lengths for r in results if r.failed is None]
@@ -155,6 +161,8 @@ class ESAlgorithm(Algorithm):
             "evaluate_s": evaluate_s,
             "update_s": update_s,
             "straggler_s": stats.straggler_s,
+            # the slowest task's own seconds (harness.bench.project: the generation's tail)
+            "longest_task_s": max((r.duration_s for r in results), default=0.0),
             "worker_start_s": stats.worker_start_s,
             "failed_candidates": float(len(failures)),
             "retried_tasks": float(stats.retried_tasks),

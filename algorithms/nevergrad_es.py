@@ -40,11 +40,17 @@ import numpy as np
 from algorithms.base import Algorithm, doc
 from algorithms.es_common import optimizer_seed
 from algorithms.registry import UnknownAlgorithmError, register, register_prefix
-from algorithms.vector_es import VectorES, VectorStrategy, dumps_optimizer, loads_optimizer
+from algorithms.vector_es import (
+    VectorES,
+    VectorObsNormKnobs,
+    VectorStrategy,
+    dumps_optimizer,
+    loads_optimizer,
+)
 
 
 @dataclass(frozen=True)
-class NevergradConfig:
+class NevergradConfig(VectorObsNormKnobs):
     """Hyperparameters of ``nevergrad-es`` and every ``ng:NAME`` (YAML section ``nevergrad``)."""
 
     population: int = doc(
@@ -79,6 +85,7 @@ class NevergradConfig:
             raise ValueError(f"init must be policy or zeros, got {self.init!r}")
         if self.budget < 0:
             raise ValueError(f"budget must be >= 0, got {self.budget}")
+        self.validate_obs_norm()
 
 
 class NevergradStrategy(VectorStrategy):

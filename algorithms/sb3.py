@@ -16,16 +16,18 @@ the trained model as SB3's ``model.zip``:
   sb3-contrib's ``TimeFeatureWrapper`` (as the zoo does for pybullet A2C), and
   a run's ``reward_transform`` shapes the training reward (evaluation always
   uses the env's own reward);
-* the network is ``net_arch`` (separate actor and critic of those sizes) with
-  ``activation`` when set, as the zoo's ``policy_kwargs``; otherwise the
-  policy section's hidden sizes and activation. A ``linear`` policy becomes
-  ``net_arch=[]``: the action mean is then linear in the observation (for
-  LunarLanderContinuous the same 18 weights), but SB3 acts with a Gaussian
-  whose mean is clipped to the bounds, not squashed by tanh, and adds a
-  critic and a log-std; it is not the ES's 18-parameter policy exactly.
-  ``discretize`` applies to ES policies only. LSTM policies need sb3-contrib's
-  RecurrentPPO (``recurrent-ppo``, :mod:`algorithms.sb3_recurrent`): PPO and A2C refuse
-  them;
+* the network is the algorithm's own, never the run's ``policy`` section (that is the
+  ES's policy: its knobs do not apply to this family): ``net_arch`` (separate actor and
+  critic of those sizes), ``activation``, ``ortho_init`` and ``log_std_init``, as the
+  zoo's ``policy_kwargs`` where ``experiments/defaults.yaml`` carries a zoo entry, else
+  the config's defaults, which are SB3's own for the algorithm (PPO and A2C
+  ``MlpPolicy``: 64-64 tanh, orthogonal initialisation, log-std 0; the off-policy and
+  recurrent subclasses declare theirs). :attr:`RLEnvConfig.DEFAULT_SOURCES` names where each
+  default comes from, which ``--print-config`` shows; null stands for that default.
+  ``net_arch=[]`` makes the action mean linear in the observation, but SB3 still acts
+  with a Gaussian whose mean is clipped to the bounds and adds a critic and a log-std.
+  Memory needs sb3-contrib's RecurrentPPO (``recurrent-ppo``,
+  :mod:`algorithms.sb3_recurrent`);
 * ``learning_rate_decay_timesteps > 0`` decays the learning rate linearly to
   zero over that many timesteps (the zoo's ``lin_X`` over its
   ``n_timesteps``), counted across the harness's chunked ``learn`` calls;
@@ -34,7 +36,9 @@ the trained model as SB3's ``model.zip``:
   ``model.learn(..., reset_num_timesteps=False)`` call. Its ``fitness_*``
   are the returns of the training episodes that finished in the chunk (NaN
   when none did), ``timesteps`` the env steps taken, ``bytes_*`` zero (no
-  evaluation workers);
+  evaluation workers), ``rollout_s`` the seconds SB3 spent collecting rollouts and
+  ``update_s`` the rest of ``learn`` (the gradient updates), which the runner books as
+  ``head_update``;
 * ``evaluate_policy`` plays the deterministic policy (``model.predict(...,
   deterministic=True)``) for one episode per seed the runner passes, on a
   fresh env from ``make_env``, exactly the seeds the ES get;
@@ -67,7 +71,7 @@ import io
 import multiprocessing
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -118,15 +122,48 @@ def _validate_common(config: Any) -> None:
         raise ValueError(f"gae_lambda must be in [0, 1], got {config.gae_lambda}")
 
 
+#: what ``net_arch`` and ``activation`` are (every SB3 config declares them with its default)
+NET_ARCH_DOC = (
+    "hidden sizes of the separate actor and critic(s), the zoo's policy_kwargs net_arch "
+    "(default and null: SB3's for the algorithm)"
+)
+ACTIVATION_DOC = "tanh or relu, the zoo's activation_fn (default and null: SB3's for the algorithm)"
+
+
+def network_sources(label: str, *extra: str) -> dict[str, str]:
+    """``DEFAULT_SOURCES`` of a config whose network defaults are one library's (``label``,
+    e.g. ``SB3 PPO MlpPolicy default``): ``net_arch``, ``activation`` and the ``extra``
+    fields (``ortho_init``, ``log_std_init``, ``lstm_hidden_size``, ...)."""
+    return dict.fromkeys(("net_arch", "activation", *extra), label)
+
+
+def field_default(config_type: type, name: str) -> Any:
+    """The default of field ``name`` of the dataclass ``config_type`` (a fresh copy)."""
+    for item in fields(config_type):
+        if item.name == name:
+            if item.default_factory is not MISSING:
+                return item.default_factory()
+            return item.default
+    raise KeyError(f"{config_type.__name__} has no field {name!r}")
+
+
 @dataclass(frozen=True)
 class RLEnvConfig:
-    """Knobs of every SB3 baseline that are the harness's: envs, network, schedule."""
+    """Knobs of every SB3 baseline that are the harness's: envs, network, schedule.
+
+    The network fields default to SB3's own for the algorithm (PPO and A2C ``MlpPolicy``
+    here; subclasses redeclare theirs), never to the run's ``policy`` section.
+    """
+
+    #: where a field's default comes from, as ``--print-config`` names it (others: the
+    #: config class's own default)
+    DEFAULT_SOURCES: ClassVar[dict[str, str]] = {}
 
     n_envs: int = doc("parallel training envs (rl-zoo's n_envs; independent of --workers)", 1)
-    net_arch: list[int] | None = doc(  # noqa: RUF009 - None is immutable; ruff sees a list
-        "hidden sizes of the separate actor and critic(s) (null: the policy section's)", None
+    net_arch: list[int] | None = doc(  # noqa: RUF009 - doc() makes a dataclasses.field
+        NET_ARCH_DOC, default_factory=lambda: [64, 64]
     )
-    activation: str | None = doc("tanh or relu (null: the policy section's)", None)
+    activation: str | None = doc(ACTIVATION_DOC, "tanh")
     learning_rate_decay_timesteps: int = doc(
         "decay learning_rate linearly to 0 over this many timesteps (rl-zoo lin_X; 0: constant)", 0
     )
@@ -152,6 +189,10 @@ class SharedRLConfig(RLEnvConfig):
 @dataclass(frozen=True)
 class PPOConfig(SharedRLConfig):
     """Hyperparameters of ``ppo`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
+
+    DEFAULT_SOURCES: ClassVar[dict[str, str]] = network_sources(
+        "SB3 PPO MlpPolicy default", "ortho_init", "log_std_init"
+    )
 
     n_steps: int = doc("rollout steps per env per update (a chunk is n_steps x n_envs)", 2048)
     batch_size: int = doc("minibatch size of the update", 64)
@@ -185,6 +226,10 @@ class PPOConfig(SharedRLConfig):
 @dataclass(frozen=True)
 class A2CConfig(SharedRLConfig):
     """Hyperparameters of ``a2c`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
+
+    DEFAULT_SOURCES: ClassVar[dict[str, str]] = network_sources(
+        "SB3 A2C MlpPolicy default", "ortho_init", "log_std_init"
+    )
 
     n_steps: int = doc("rollout steps per env per update (a chunk is n_steps x n_envs)", 5)
     learning_rate: float = doc("RMSprop/Adam step size (constant)", 7e-4)
@@ -230,12 +275,21 @@ def _episode_collector() -> Any:
     from stable_baselines3.common.callbacks import BaseCallback
 
     class EpisodeCollector(BaseCallback):
-        """Collects the returns and lengths of training episodes as ``Monitor`` reports them."""
+        """Collects the returns and lengths of training episodes as ``Monitor`` reports them,
+        and the seconds spent collecting rollouts (the rest of ``learn`` is the update)."""
 
         def __init__(self) -> None:
             super().__init__(verbose=0)
             self.returns: list[float] = []
             self.lengths: list[int] = []
+            self.rollout_s = 0.0
+            self._rollout_started = 0.0
+
+        def _on_rollout_start(self) -> None:
+            self._rollout_started = time.perf_counter()
+
+        def _on_rollout_end(self) -> None:
+            self.rollout_s += time.perf_counter() - self._rollout_started
 
         def _on_step(self) -> bool:
             for info in self.locals.get("infos", ()):
@@ -322,8 +376,6 @@ class SB3Algorithm(Algorithm):
     #: the package that defines ``sb3_class_name`` (sb3-contrib's TQC, RecurrentPPO)
     sb3_module: ClassVar[str] = "stable_baselines3"
     sb3_policy: ClassVar[str] = "MlpPolicy"
-    #: whether ``policy.kind=lstm`` is accepted (sb3-contrib's RecurrentPPO)
-    accepts_lstm: ClassVar[bool] = False
     #: whether only Box action spaces can be learned (SAC, TD3, TQC)
     continuous_actions_only: ClassVar[bool] = False
     #: config fields that are the harness's, not the SB3 constructor's
@@ -343,11 +395,6 @@ class SB3Algorithm(Algorithm):
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:
         super().check_config(config)
-        if config["policy"].get("kind") == "lstm" and not cls.accepts_lstm:
-            raise ValueError(
-                f"{cls.name} needs a feed-forward policy, got policy.kind=lstm (an LSTM needs "
-                "sb3-contrib's RecurrentPPO: --algo recurrent-ppo): use --set policy.kind=mlp"
-            )
         transform = str(config.get("reward_transform") or "none")
         if RewardTransform.parse(transform).anneals:
             raise ValueError(
@@ -358,20 +405,13 @@ class SB3Algorithm(Algorithm):
     def __init__(self, context: RunContext, config: Any) -> None:
         super().__init__(context, config)
         config.validate()
-        spec = context.policy_spec
-        self.check_config({"policy": {"kind": spec.kind}})
+        spec = context.policy_spec  # its spaces only: the network is the config's
         if self.continuous_actions_only and spec.action_kind != "box":
             raise ValueError(
                 f"{self.name} needs a Box (continuous) action space; {context.env_name} is discrete"
             )
         if getattr(config, "use_sde", False) and spec.action_kind != "box":
             raise ValueError(f"use_sde needs a Box action space; {context.env_name} is discrete")
-        if spec.discretize:
-            print(
-                f"{self.name}: policy.discretize={spec.discretize} applies to ES policies only;"
-                " SB3 acts with a Gaussian clipped to the action bounds",
-                flush=True,
-            )
         import torch
 
         torch.set_num_threads(1)
@@ -412,29 +452,37 @@ class SB3Algorithm(Algorithm):
             vec_env = VecNormalize(vec_env, gamma=self.config.gamma)
         return vec_env
 
-    def _network(self) -> tuple[list[int], Any]:
-        """Hidden sizes and activation class: the config's, else the policy section's."""
+    @classmethod
+    def network(cls, config: Any) -> tuple[list[int], str]:
+        """Hidden sizes and activation (``tanh``/``relu``) of the SB3 policy ``config``
+        describes: its ``net_arch`` and ``activation``, null standing for the config class's
+        default (SB3's for the algorithm). Nothing else is read: not the run's ``policy``
+        section, which is the ES's."""
+        net_arch = config.net_arch
+        if net_arch is None:
+            net_arch = field_default(cls.Config, "net_arch")
+        activation = config.activation or field_default(cls.Config, "activation")
+        return [int(size) for size in net_arch], str(activation)
+
+    @classmethod
+    def policy_kwargs_for(cls, config: Any, box_actions: bool) -> dict[str, Any]:
+        """The ``policy_kwargs`` SB3 builds the policy from (``box_actions``: a Box action
+        space, which has a log-std)."""
         from torch import nn
 
-        spec = self.context.policy_spec
-        if self.config.net_arch is not None:
-            net_arch = list(self.config.net_arch)
-        else:
-            net_arch = list(spec.hidden_sizes) if spec.kind == "mlp" else []
-        activation = self.config.activation or spec.activation
-        return net_arch, nn.ReLU if activation == "relu" else nn.Tanh
-
-    def _policy_kwargs(self) -> dict[str, Any]:
-        spec = self.context.policy_spec
-        net_arch, activation_fn = self._network()
+        net_arch, activation = cls.network(config)
         kwargs: dict[str, Any] = {
             "net_arch": {"pi": net_arch, "vf": list(net_arch)},
-            "activation_fn": activation_fn,
-            "ortho_init": self.config.ortho_init,
+            "activation_fn": nn.ReLU if activation == "relu" else nn.Tanh,
+            "ortho_init": config.ortho_init,
         }
-        if spec.action_kind == "box":
-            kwargs["log_std_init"] = self.config.log_std_init
+        if box_actions:
+            kwargs["log_std_init"] = config.log_std_init
         return kwargs
+
+    def _policy_kwargs(self) -> dict[str, Any]:
+        box_actions = self.context.policy_spec.action_kind == "box"
+        return self.policy_kwargs_for(self.config, box_actions)
 
     def _sb3_kwargs(self) -> dict[str, Any]:
         cfg = asdict(self.config)
@@ -490,6 +538,9 @@ class SB3Algorithm(Algorithm):
                 progress_bar=False,
             )
         learn_s = time.perf_counter() - started
+        update_s = max(0.0, learn_s - collector.rollout_s)
+        # booked by the runner as head_update; the rest of the step stays rollouts
+        self.time_counters["head_update"] = self.time_counters.get("head_update", 0.0) + update_s
         self.chunks += 1
         returns = np.asarray(collector.returns, dtype=np.float64)
         mean, best, worst = fitness_summary(returns)
@@ -504,6 +555,8 @@ class SB3Algorithm(Algorithm):
                 if collector.lengths
                 else float("nan"),
                 "learn_s": learn_s,
+                "rollout_s": collector.rollout_s,
+                "update_s": update_s,
                 "updates": float(getattr(self.model, "_n_updates", 0)),
             }
         )
@@ -610,6 +663,7 @@ class PPO(SB3Algorithm):
         "stable-baselines3 PPO; n_envs parallel envs, same env factory, eval seeds and metrics"
     )
     sb3_class_name = "PPO"
+    zoo_hyperparams = "ppo.yml"
     Config = PPOConfig
     config: PPOConfig
 
@@ -623,5 +677,6 @@ class A2C(SB3Algorithm):
         "variant); n_envs parallel envs"
     )
     sb3_class_name = "A2C"
+    zoo_hyperparams = "a2c.yml"
     Config = A2CConfig
     config: A2CConfig

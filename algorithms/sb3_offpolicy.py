@@ -17,8 +17,8 @@ torch thread, ``model.zip`` export). What differs:
 * a :meth:`~SB3Algorithm.step` is ``chunk_timesteps`` env steps (one ``learn`` call; a
   multiple of ``train_freq x n_envs`` keeps the zoo's update rhythm exactly);
 * ``net_arch`` is the actor's and each critic's hidden sizes (the zoo's
-  ``policy_kwargs=dict(net_arch=[400, 300])``); SB3's own defaults (256-256 or 400-300,
-  ReLU) are written out in ``experiments/defaults.yaml``'s ``default`` entry;
+  ``policy_kwargs=dict(net_arch=[400, 300])``); the configs' defaults are SB3's own
+  (SAC and TQC 256-256, TD3 400-300, ReLU; SAC's and TQC's gSDE log-std -3);
 * ``ent_coef`` is ``auto``, ``auto_INIT`` or a number, as SB3 and the zoo write it;
 * TD3's ``noise_type``/``noise_std`` are the zoo's names for a Gaussian (``normal``) or
   Ornstein-Uhlenbeck action noise of that standard deviation on every action dimension;
@@ -39,7 +39,14 @@ import numpy as np
 
 from algorithms.base import doc
 from algorithms.registry import register
-from algorithms.sb3 import RLEnvConfig, SB3Algorithm, validate_rl_common
+from algorithms.sb3 import (
+    ACTIVATION_DOC,
+    NET_ARCH_DOC,
+    RLEnvConfig,
+    SB3Algorithm,
+    network_sources,
+    validate_rl_common,
+)
 
 NOISE_TYPES = ("none", "normal", "ornstein-uhlenbeck")
 
@@ -48,6 +55,10 @@ NOISE_TYPES = ("none", "normal", "ornstein-uhlenbeck")
 class OffPolicyConfig(RLEnvConfig):
     """Knobs every off-policy baseline shares (SB3 names where SB3 has one)."""
 
+    net_arch: list[int] | None = doc(  # noqa: RUF009 - doc() makes a dataclasses.field
+        NET_ARCH_DOC, default_factory=lambda: [256, 256]
+    )
+    activation: str | None = doc(ACTIVATION_DOC, "relu")
     learning_rate: float = doc("Adam step size of actor and critics", 3e-4)
     buffer_size: int = doc("replay buffer capacity in transitions", 1_000_000)
     learning_starts: int = doc("env steps of random actions before the first update", 100)
@@ -92,12 +103,21 @@ def _check_ent_coef(value: str) -> None:
 class SACConfig(OffPolicyConfig):
     """Hyperparameters of ``sac`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
 
+    DEFAULT_SOURCES: ClassVar[dict[str, str]] = network_sources(
+        "SB3 SAC MlpPolicy default", "log_std_init", "use_expln"
+    )
+
     ent_coef: str = doc("entropy temperature: auto, auto_INIT or a number", "auto")
     target_update_interval: int = doc("gradient steps between target-network updates", 1)
     use_sde: bool = doc("generalised state-dependent exploration", False)
     sde_sample_freq: int = doc("gSDE: resample the noise every N steps (-1: per rollout)", -1)
     use_sde_at_warmup: bool = doc("gSDE instead of uniform actions before learning_starts", False)
     log_std_init: float = doc("initial log standard deviation (gSDE)", -3.0)
+    use_expln: bool = doc(
+        "gSDE: a positive std by exp for log-std <= 0 and ln(x+1)+1 above, instead of exp "
+        "(SB3's use_expln; the zoo's pybullet SAC/TQC)",
+        False,
+    )
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
@@ -112,6 +132,11 @@ class SACConfig(OffPolicyConfig):
 @dataclass(frozen=True)
 class TQCConfig(SACConfig):
     """Hyperparameters of ``tqc`` (sb3-contrib names): SAC's plus the quantile critics."""
+
+    DEFAULT_SOURCES: ClassVar[dict[str, str]] = network_sources(
+        "sb3-contrib TQC MlpPolicy default",
+        *("log_std_init", "use_expln", "n_quantiles", "n_critics"),
+    )
 
     top_quantiles_to_drop_per_net: int = doc("quantiles dropped per critic (the truncation d)", 2)
     n_quantiles: int = doc("quantiles per critic (M)", 25)
@@ -135,6 +160,11 @@ class TQCConfig(SACConfig):
 class TD3Config(OffPolicyConfig):
     """Hyperparameters of ``td3`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
 
+    DEFAULT_SOURCES: ClassVar[dict[str, str]] = network_sources("SB3 TD3 MlpPolicy default")
+
+    net_arch: list[int] | None = doc(  # noqa: RUF009 - doc() makes a dataclasses.field
+        NET_ARCH_DOC, default_factory=lambda: [400, 300]
+    )
     learning_rate: float = doc("Adam step size of actor and critics", 1e-3)
     policy_delay: int = doc("critic updates per actor (and target) update", 2)
     target_policy_noise: float = doc("std of the target policy smoothing noise", 0.2)
@@ -169,6 +199,7 @@ class SB3OffPolicy(SB3Algorithm):
         "vec_env",
         "chunk_timesteps",
         "log_std_init",
+        "use_expln",
         "noise_type",
         "noise_std",
         "n_quantiles",
@@ -178,14 +209,23 @@ class SB3OffPolicy(SB3Algorithm):
     def chunk_timesteps(self) -> int:
         return int(self.config.chunk_timesteps)
 
-    def _policy_kwargs(self) -> dict[str, Any]:
-        net_arch, activation_fn = self._network()
-        kwargs: dict[str, Any] = {"net_arch": net_arch, "activation_fn": activation_fn}
-        if getattr(self.config, "use_sde", False):
-            kwargs["log_std_init"] = self.config.log_std_init
+    @classmethod
+    def policy_kwargs_for(cls, config: Any, box_actions: bool) -> dict[str, Any]:
+        """The ``policy_kwargs`` of the actor and critics: one ``net_arch`` for each (Box
+        actions only, so ``box_actions`` is always true here)."""
+        from torch import nn
+
+        net_arch, activation = cls.network(config)
+        kwargs: dict[str, Any] = {
+            "net_arch": net_arch,
+            "activation_fn": nn.ReLU if activation == "relu" else nn.Tanh,
+        }
+        if getattr(config, "use_sde", False):
+            kwargs["log_std_init"] = config.log_std_init
+            kwargs["use_expln"] = config.use_expln
         for key in ("n_quantiles", "n_critics"):
-            if hasattr(self.config, key):
-                kwargs[key] = getattr(self.config, key)
+            if hasattr(config, key):
+                kwargs[key] = getattr(config, key)
         return kwargs
 
     def _sb3_kwargs(self) -> dict[str, Any]:
@@ -212,6 +252,7 @@ class SAC(SB3OffPolicy):
 
     summary = "stable-baselines3 SAC (off-policy, entropy-regularised); Box actions only"
     sb3_class_name = "SAC"
+    zoo_hyperparams = "sac.yml"
     Config = SACConfig
     config: SACConfig
 
@@ -222,6 +263,7 @@ class TQC(SB3OffPolicy):
 
     summary = "sb3-contrib TQC (SAC with truncated quantile critics); Box actions only"
     sb3_class_name = "TQC"
+    zoo_hyperparams = "tqc.yml"
     sb3_module = "sb3_contrib"
     Config = TQCConfig
     config: TQCConfig
@@ -233,6 +275,7 @@ class TD3(SB3OffPolicy):
 
     summary = "stable-baselines3 TD3 (off-policy, deterministic actor); Box actions only"
     sb3_class_name = "TD3"
+    zoo_hyperparams = "td3.yml"
     Config = TD3Config
     config: TD3Config
 

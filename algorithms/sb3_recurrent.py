@@ -10,10 +10,11 @@ PendulumNoVel drops it, obs 2: the same information).
 
 It runs behind :mod:`algorithms.sb3`'s interface, so everything that module's docstring
 says holds; in addition ``evaluate_policy`` carries the LSTM state through each episode
-and resets it at the episode's start, as training does. With ``policy.kind=lstm`` and no
-``lstm_hidden_size``/``net_arch`` the network is the policy section's: one LSTM of its
-first hidden size, linear heads (the ES's LSTM(3->16)+Linear(16->1) has the same actor
-trunk; SB3 adds a critic and a log-std).
+and resets it at the episode's start, as training does. The network is the config's:
+its defaults are sb3-contrib's ``MlpLstmPolicy`` (an LSTM of 256 units for the actor and
+one for the critic, then 64-64 tanh layers, orthogonal initialisation), the zoo's
+``ppo_lstm.yml`` ``policy_kwargs`` where ``experiments/defaults.yaml`` carries an entry;
+never the run's ``policy`` section (the ES's LSTM(3->16)+Linear(16->1) on PendulumPO).
 """
 
 from __future__ import annotations
@@ -23,14 +24,20 @@ from typing import Any, ClassVar
 
 from algorithms.base import doc
 from algorithms.registry import register
-from algorithms.sb3 import PPOConfig, SB3Algorithm
+from algorithms.sb3 import PPOConfig, SB3Algorithm, network_sources
 
 
 @dataclass(frozen=True)
 class RecurrentPPOConfig(PPOConfig):
     """Hyperparameters of ``recurrent-ppo``: PPO's plus the LSTM's (sb3-contrib names)."""
 
-    lstm_hidden_size: int = doc("LSTM units (0: the policy section's first hidden size)", 0)
+    DEFAULT_SOURCES: ClassVar[dict[str, str]] = network_sources(
+        "sb3-contrib RecurrentPPO MlpLstmPolicy default",
+        *("ortho_init", "log_std_init", "lstm_hidden_size", "n_lstm_layers"),
+        *("enable_critic_lstm", "shared_lstm"),
+    )
+
+    lstm_hidden_size: int = doc("LSTM units", 256)
     n_lstm_layers: int = doc("stacked LSTM layers", 1)
     enable_critic_lstm: bool = doc("the critic has an LSTM of its own", True)
     shared_lstm: bool = doc("actor and critic share one LSTM (needs enable_critic_lstm off)", False)
@@ -38,8 +45,8 @@ class RecurrentPPOConfig(PPOConfig):
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
         super().validate()
-        if self.lstm_hidden_size < 0:
-            raise ValueError(f"lstm_hidden_size must be >= 0, got {self.lstm_hidden_size}")
+        if self.lstm_hidden_size < 1:
+            raise ValueError(f"lstm_hidden_size must be >= 1, got {self.lstm_hidden_size}")
         if self.n_lstm_layers < 1:
             raise ValueError(f"n_lstm_layers must be >= 1, got {self.n_lstm_layers}")
         if self.shared_lstm and self.enable_critic_lstm:
@@ -54,7 +61,7 @@ class RecurrentPPO(SB3Algorithm):
     sb3_class_name = "RecurrentPPO"
     sb3_module = "sb3_contrib"
     sb3_policy = "MlpLstmPolicy"
-    accepts_lstm = True
+    zoo_hyperparams = "ppo_lstm.yml"
     harness_only: ClassVar[tuple[str, ...]] = (
         *SB3Algorithm.harness_only,
         "lstm_hidden_size",
@@ -65,18 +72,14 @@ class RecurrentPPO(SB3Algorithm):
     Config = RecurrentPPOConfig
     config: RecurrentPPOConfig
 
-    def _policy_kwargs(self) -> dict[str, Any]:
-        kwargs = super()._policy_kwargs()
-        spec = self.context.policy_spec
-        if self.config.net_arch is None and spec.kind == "lstm":
-            kwargs["net_arch"] = {"pi": [], "vf": []}  # the LSTM is the trunk
-        hidden = self.config.lstm_hidden_size
-        if hidden == 0:
-            hidden = spec.hidden_sizes[0] if spec.kind != "linear" and spec.hidden_sizes else 64
+    @classmethod
+    def policy_kwargs_for(cls, config: Any, box_actions: bool) -> dict[str, Any]:
+        """PPO's ``policy_kwargs`` plus the LSTM's."""
+        kwargs = super().policy_kwargs_for(config, box_actions)
         kwargs.update(
-            lstm_hidden_size=hidden,
-            n_lstm_layers=self.config.n_lstm_layers,
-            enable_critic_lstm=self.config.enable_critic_lstm,
-            shared_lstm=self.config.shared_lstm,
+            lstm_hidden_size=config.lstm_hidden_size,
+            n_lstm_layers=config.n_lstm_layers,
+            enable_critic_lstm=config.enable_critic_lstm,
+            shared_lstm=config.shared_lstm,
         )
         return kwargs

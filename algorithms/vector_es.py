@@ -26,25 +26,33 @@ A strategy here (:class:`VectorStrategy`) is ask/tell over explicit state, built
 in its constructor; :class:`VectorES` runs it in the one generation loop of
 :class:`algorithms.es_engine.ESAlgorithm`.
 
-No observation normalisation is applied (the GoodAI runs of Nevergrad and CMA
-had none); policies still clip observations to ``±obs_clip``.
+Observation normalisation is a knob (:class:`VectorObsNormKnobs`), off by default (the
+GoodAI runs of Nevergrad and CMA had none; policies still clip observations to
+``±obs_clip``). On, it is optimes': the head keeps a :class:`~envs.obs_norm.RunningStat`,
+a generation's tasks ask ``obs_fraction`` of the rollouts for their observation sums, the
+workers normalise by the statistics the generation's broadcast carries, and the head adds
+the returned sums after the tell; the evaluation and the stored policy use the same
+statistics.
 """
 
 from __future__ import annotations
 
 import io
 import pickle
+import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from algorithms.base import RunContext
+from algorithms.base import RunContext, doc
 from algorithms.es_common import SEED_BOUND, optimizer_seed, to_loss
-from algorithms.es_engine import ESAlgorithm
+from algorithms.es_engine import ESAlgorithm, obs_normalisation
 from algorithms.private_rng import PrivateGlobalRNG
+from envs.obs_norm import RunningStat
 from evaluation.backends import Evaluator
-from evaluation.protocol import Broadcast, EvalTask, ReplicaRef
+from evaluation.protocol import Broadcast, EvalResult, EvalTask, GenerationStats, ReplicaRef
 
 #: Candidates are logged for the UMAP map only while a generation holds at most this many floats.
 POPULATION_LOG_MAX_FLOATS = 200_000
@@ -98,6 +106,26 @@ def finite_losses(losses: np.ndarray) -> np.ndarray:
     return losses
 
 
+@dataclass(frozen=True)
+class VectorObsNormKnobs:
+    """Observation normalisation of a vector-family config (cma, Nevergrad): optimes' own
+    (OpenAI-ES's running mean and std), off by default as in the GoodAI runs."""
+
+    obs_norm: bool = doc(
+        "normalise observations by the running mean and std of the training rollouts (as "
+        "optimes; off: raw observations, as GoodAI's Nevergrad and CMA runs)",
+        False,
+    )
+    obs_fraction: float = doc(
+        "fraction of training rollouts whose observations update the statistics", 1.0
+    )
+
+    def validate_obs_norm(self) -> None:
+        """Raise ValueError naming a bad value of these knobs."""
+        if not 0.0 <= self.obs_fraction <= 1.0:
+            raise ValueError(f"obs_fraction must be in [0, 1], got {self.obs_fraction}")
+
+
 class VectorStrategy(ABC):
     """Ask/tell over explicit parameter vectors, minimising losses.
 
@@ -136,8 +164,9 @@ class VectorStrategy(ABC):
 class VectorES(ESAlgorithm):
     """The vector family: candidates are explicit parameter vectors, carried in their tasks.
 
-    A subclass gives its ``Config`` and :meth:`build_strategy`. No observation normalisation
-    is applied (the GoodAI runs of Nevergrad and CMA had none).
+    A subclass gives its ``Config`` and :meth:`build_strategy`. A config with
+    :class:`VectorObsNormKnobs` may switch on observation normalisation; one without them
+    (the plugin's CEM) runs on raw observations.
     """
 
     def __init__(self, context: RunContext, config: Any, evaluator: Evaluator) -> None:
@@ -148,6 +177,11 @@ class VectorES(ESAlgorithm):
         #: the handles of the generation asked and not yet told
         self._handles: list[Any] = []
         self._population_size = 0
+        knobs = config if isinstance(config, VectorObsNormKnobs) else None
+        self.obs_norm = bool(knobs is not None and knobs.obs_norm)
+        self.obs_fraction = float(knobs.obs_fraction) if knobs is not None else 0.0
+        #: the running observation statistics (used only with obs_norm)
+        self.obs_stat = RunningStat((context.policy_spec.obs_dim,))
         # Candidates travel as vectors: the evaluator holds no noise table (noise_spec_for).
         # If the set-up raises, the runner closes the evaluator: no workers are left.
         with self.rng.active():
@@ -167,22 +201,31 @@ class VectorES(ESAlgorithm):
     def _tasks(self, candidates: list[np.ndarray], rng: np.random.Generator) -> list[EvalTask]:
         k = self.context.episodes_per_fitness
         env_seeds = rng.integers(0, SEED_BOUND, size=(len(candidates), k))
+        # drawn only with obs_norm, after the env seeds: without it the stream is unchanged
+        collect = (
+            rng.random(len(candidates)) < self.obs_fraction
+            if self.obs_norm
+            else np.zeros(len(candidates), dtype=bool)
+        )
         return [
             EvalTask(
                 task_id=i,
                 env_seeds=tuple(int(s) for s in env_seeds[i]),
                 max_steps=self.context.max_episode_steps,
                 vector=np.ascontiguousarray(vector, dtype=np.float32),
+                collect_obs=bool(collect[i]),
             )
             for i, vector in enumerate(candidates)
         ]
 
     def _target(self) -> Broadcast | ReplicaRef:
         # Candidates travel inside their tasks; the broadcast carries no centre.
-        return Broadcast(self.generation, None, 0.0, None, None, self.timesteps)
+        mean, std = obs_normalisation(self.obs_stat, self.obs_norm)
+        return Broadcast(self.generation, None, 0.0, mean, std, self.timesteps)
 
     def _policy_target(self) -> Broadcast | ReplicaRef:
-        return Broadcast(self.generation, self.current_parameters(), 0.0, None, None)
+        mean, std = obs_normalisation(self.obs_stat, self.obs_norm)
+        return Broadcast(self.generation, self.current_parameters(), 0.0, mean, std)
 
     def _population_of(self, candidates: list[np.ndarray], fitness: np.ndarray) -> dict[str, Any]:
         small = len(candidates) * candidates[0].size <= POPULATION_LOG_MAX_FLOATS
@@ -197,6 +240,25 @@ class VectorES(ESAlgorithm):
         with self.rng.active():
             self.strategy.tell(handles, finite_losses(to_loss(fitness)))
         self._population_size = len(candidates)
+
+    def _after_tell(
+        self,
+        candidates: list[Any],
+        fitness: np.ndarray,
+        results: list[EvalResult],
+        stats: GenerationStats,
+        extras: dict[str, float],
+    ) -> float:
+        """With obs_norm: the generation's observation sums join the statistics (after the
+        tell, as optimes), for the next generation's broadcast; returns their seconds."""
+        if not self.obs_norm:
+            return 0.0
+        started = time.perf_counter()
+        for result in results:
+            if result.obs_count and result.obs_sum is not None and result.obs_sumsq is not None:
+                self.obs_stat.increment(result.obs_sum, result.obs_sumsq, result.obs_count)
+        extras["obs_sync_s"] = time.perf_counter() - started
+        return extras["obs_sync_s"]
 
     def _extras(self) -> dict[str, float]:
         with self.rng.active():
@@ -219,11 +281,20 @@ class VectorES(ESAlgorithm):
         except (pickle.PicklingError, TypeError, AttributeError) as error:
             raise NotImplementedError(f"{self.name} optimizer cannot be pickled: {error}") from None
         assert self.rng.states is not None  # seeded in the constructor
-        return {"numpy_global_rng": self.rng.states["numpy"], **strategy}
+        # the statistics only where they are used: a run without obs_norm keeps its layout
+        obs = {"obs_stat": self.obs_stat.state_dict()} if self.obs_norm else {}
+        return {"numpy_global_rng": self.rng.states["numpy"], **strategy, **obs}
 
     def _load_strategy_state(self, state: dict[str, Any]) -> None:
         self.rng.states = {"numpy": state["numpy_global_rng"]}
         self.strategy.load_state_dict(state)
+        if "obs_stat" in state:
+            self.obs_stat.load_state_dict(state["obs_stat"])
 
     def artifacts(self) -> dict[str, Any]:
-        return self.strategy.artifacts()
+        facts = self.strategy.artifacts()
+        if self.obs_norm:  # what the stored policy normalises by (obs_norm.json)
+            mean, std = obs_normalisation(self.obs_stat, True)
+            assert mean is not None and std is not None
+            facts.update(obs_mean=mean.tolist(), obs_std=std.tolist())
+        return facts

@@ -26,13 +26,13 @@ from algorithms.base import doc
 from algorithms.es_common import default_population
 from algorithms.es_core import nes_utilities
 from algorithms.registry import register
-from algorithms.vector_es import VectorES, VectorStrategy
+from algorithms.vector_es import VectorES, VectorObsNormKnobs, VectorStrategy
 
 TABLE_ETA = "3 (3 + ln d) / (5 d sqrt d)"
 
 
 @dataclass(frozen=True)
-class XNESConfig:
+class XNESConfig(VectorObsNormKnobs):
     """Hyperparameters of ``xnes``; 0 takes the paper's default for the parameter count."""
 
     population: int = doc("candidates per generation (0: 4 + floor(3 ln d))", 0)
@@ -42,6 +42,7 @@ class XNESConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
+        self.validate_obs_norm()
         bad = [n for n in ("sigma", "learning_rate") if not 0 < getattr(self, n) < math.inf]
         bad += ["population"] * (self.population == 1 or self.population < 0)
         bad += ["sigma_learning_rate"] * (not 0 <= self.sigma_learning_rate < math.inf)

@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envs.behaviour import Behaviour, Episode, behaviour_for, body_position, mean_of_episodes
 from envs.policies import Policy, PolicySpec, build_policy, policy_spec_for
 from envs.registry import make_env, resolve_env_id
 from envs.reward_shaping import RewardTransform, TrainingReward
@@ -32,6 +33,8 @@ class EpisodeBatch:
     acted on (the reset observation and each non-final one, as in OpenAI-ES); they are None and
     0 unless ``collect_obs`` was set. ``returns`` are always the env's own rewards;
     ``training_returns`` the transformed ones when the worker has a reward transform, else None.
+    ``behaviour`` is the episodes' mean behaviour characterisation (:mod:`envs.behaviour`)
+    when ``behaviour`` was asked, else empty.
     """
 
     returns: np.ndarray
@@ -41,6 +44,7 @@ class EpisodeBatch:
     obs_sumsq: np.ndarray | None = None
     obs_count: int = 0
     training_returns: np.ndarray | None = None
+    behaviour: tuple[float, ...] = ()
 
 
 class NonFiniteError(RuntimeError):
@@ -81,8 +85,11 @@ class RolloutWorker:
         Raises ValueError when the spec does not fit the environment's spaces, and
         :class:`~envs.reward_shaping.RewardTransformError` for a transform the env cannot take.
         """
+        self.env_name = env_name
         self.env_id: str = resolve_env_id(env_name)
         self.env: gym.Env[Any, Any] = make_env(env_name)
+        #: the env's behaviour characterisation, looked up on the first run that asks for it
+        self._behaviour: Behaviour | None = None
         transform = RewardTransform.parse(reward_transform)
         self.shaped = transform.active
         if self.shaped:
@@ -120,6 +127,12 @@ class RolloutWorker:
         if isinstance(self.env, TrainingReward):
             self.env.set_progress(generation, timesteps)
 
+    def behaviour(self) -> Behaviour:
+        """The env's behaviour characterisation (:func:`envs.behaviour.behaviour_for`)."""
+        if self._behaviour is None:
+            _, self._behaviour = behaviour_for((self.env_name, self.env_id), self.env)
+        return self._behaviour
+
     def _capacity_for(self, max_steps: int | None) -> int:
         limits = [m for m in (max_steps, getattr(self, "env_max_steps", None)) if m is not None]
         return max(1, min(limits)) if limits else 1024
@@ -146,6 +159,7 @@ class RolloutWorker:
         collect_obs: bool = False,
         action_noise_std: float = 0.0,
         action_noise_seed: int | None = None,
+        behaviour: bool = False,
     ) -> EpisodeBatch:
         """Play one episode per seed in ``env_seeds`` with the policy ``params``.
 
@@ -153,8 +167,9 @@ class RolloutWorker:
         truncation (the env's TimeLimit) or after ``max_steps`` steps (None: no extra cap).
         ``action_noise_std > 0`` (Box actions only) adds Gaussian noise to each action, drawn
         from ``np.random.default_rng(action_noise_seed)``; a seed is then required. With
-        ``collect_obs``, raw observation sums are returned for normalisation statistics.
-        Raises :class:`NonFiniteError` on a NaN/inf reward or observation.
+        ``collect_obs``, raw observation sums are returned for normalisation statistics. With
+        ``behaviour``, each episode's behaviour characterisation is computed as it ends and
+        their mean returned. Raises :class:`NonFiniteError` on a NaN/inf reward or observation.
         """
         if max_steps is not None and max_steps <= 0:
             raise ValueError(f"max_steps must be positive or None, got {max_steps}")
@@ -185,6 +200,9 @@ class RolloutWorker:
         env_step = self.env.step
         act = policy.act
         isfinite = math.isfinite
+        characterise = self.behaviour() if behaviour else None
+        behaviours: list[Sequence[float]] = []
+        start: tuple[float, float] | None = None
 
         for k, raw_seed in enumerate(env_seeds):
             seed = int(raw_seed)
@@ -192,6 +210,8 @@ class RolloutWorker:
             cap = buf.shape[0]
             policy.reset()
             obs, _ = self.env.reset(seed=seed)
+            if characterise is not None:
+                start = body_position(self.env)
             ret = 0.0
             shaped_ret = 0.0
             t = 0
@@ -239,6 +259,8 @@ class RolloutWorker:
             if shaped_returns is not None:
                 shaped_returns[k] = shaped_ret
             lengths[k] = t
+            if characterise is not None:
+                behaviours.append(characterise(Episode(self.env, seg, np.asarray(obs), start)))
 
         steps = int(lengths.sum())
         return EpisodeBatch(
@@ -249,6 +271,7 @@ class RolloutWorker:
             obs_sumsq=obs_sumsq,
             obs_count=steps if collect_obs else 0,
             training_returns=shaped_returns,
+            behaviour=mean_of_episodes(behaviours),
         )
 
     def _nonfinite(

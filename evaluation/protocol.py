@@ -76,6 +76,16 @@ class EvalTask:
     collect_obs: bool = False
     action_noise_std: float = 0.0
     action_noise_seed: int | None = None
+    #: return each episode's behaviour characterisation (:mod:`envs.behaviour`), averaged
+    behaviour: bool = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A task that does not ask for behaviour pays no wire bytes for the flag: the class
+        # default stands in on the other side, as for EvalResult's optional fields.
+        state = dict(self.__dict__)
+        if not state.get("behaviour"):
+            state.pop("behaviour", None)
+        return state
 
     def parameters(self, broadcast: Broadcast, noise: np.ndarray | None) -> np.ndarray:
         """Rebuild the candidate's parameters: the explicit vector, or centre + sign*sigma*eps
@@ -102,8 +112,10 @@ class EvalResult:
 
     ``returns`` are always the env's own rewards (what evaluation reports);
     ``training_returns`` are the transformed ones when the run has a reward transform,
-    else None. Optional fields left at None are not pickled (their class default
-    stands in on the other side), so a result pays wire bytes only for what it carries.
+    else None; ``behaviour`` is the episodes' mean behaviour characterisation when the task
+    asked for one (novelty search). Optional fields left at None (or an empty behaviour)
+    are not pickled (their class default stands in on the other side), so a result pays
+    wire bytes only for what it carries.
     """
 
     task_id: int
@@ -118,9 +130,16 @@ class EvalResult:
     duration_s: float = 0.0
     failed: str | None = None
     training_returns: np.ndarray | None = None
+    #: the behaviour characterisation averaged over the episodes (a few floats), when the
+    #: task asked for it (:attr:`EvalTask.behaviour`); empty otherwise
+    behaviour: tuple[float, ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {key: value for key, value in self.__dict__.items() if value is not None}
+        return {
+            key: value
+            for key, value in self.__dict__.items()
+            if value is not None and not (isinstance(value, tuple) and not value)
+        }
 
     @property
     def fitness_returns(self) -> np.ndarray:

@@ -141,6 +141,7 @@ class TaskRunner:
                 task.collect_obs,
                 action_noise_std=task.action_noise_std,
                 action_noise_seed=task.action_noise_seed,
+                behaviour=task.behaviour,
             )
         except Exception as error:
             message = (
@@ -170,6 +171,7 @@ class TaskRunner:
             obs_count=batch.obs_count,
             worker_id=self.worker_id,
             duration_s=time.perf_counter() - start,
+            behaviour=batch.behaviour,
         )
 
 

@@ -254,6 +254,10 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "bench": ("harness.bench", "measure this machine: overhead, scaling, wire"),
     "benchmark": ("harness.benchmark", "the ES-against-RL benchmark: plan, run, report"),
     "enjoy": ("harness.enjoy", "play a run's stored policy: returns per episode, a video"),
+    "tune": (
+        "harness.tune.command",
+        "tune hyperparameters with Optuna: each trial x seed is a run (docs/tuning.md)",
+    ),
 }
 
 

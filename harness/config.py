@@ -47,6 +47,8 @@ RUN_KEYS: dict[str, tuple[type, str]] = {k.name: (k.type, k.doc) for k in schema
 #: Policy knobs (``--set policy.KEY=...`` or ``--set KEY=...``): type, doc.
 POLICY_KEYS: dict[str, tuple[type, str]] = {k.key: (k.type, k.doc) for k in schema.knobs("policy")}
 SECTIONS = {"run", "policy", "budget"}
+#: key of an algorithm's section naming the rl-baselines3-zoo entry its values carry
+ZOO_KEY = "zoo"
 BUILT_IN = "built-in default"
 
 #: How user-given values of knobs that do not apply to the algorithm are treated:
@@ -139,14 +141,20 @@ def defaults_layers(
     own: settings of the env that apply only when that algorithm runs (optimes trains
     AntBulletEnv on a shaped reward with a linear policy, PPO at the zoo's settings on
     the env's own reward). They form a layer just above their entry.
+
+    A section holding ``zoo: ENTRY`` carries that entry of the algorithm's rl-baselines3-zoo
+    hyperparameter file (:attr:`~algorithms.base.Algorithm.zoo_hyperparams`): its
+    hyperparameters form a layer of their own, labelled with the zoo entry
+    (``defaults.yaml Hopper-v5 entry: rl-baselines3-zoo hyperparams/ppo.yml Hopper-v4``).
     """
     data = _load_defaults(path)
     entries = ["default", gym_id] + ([env_name] if env_name and env_name != gym_id else [])
     layers = []
+    section_name = defaults_section(algo)
     for entry_name in entries:
         sections: dict[str, dict[str, Any]] = {"run": {}, "policy": {}, "budget": {}, "params": {}}
         own: dict[str, dict[str, Any]] = {"run": {}, "policy": {}, "budget": {}, "params": {}}
-        section_name = defaults_section(algo)
+        zoo_entry = None
         for section, values in (data.get(entry_name) or {}).items():
             if section in SECTIONS:
                 sections[section].update(values or {})
@@ -154,13 +162,43 @@ def defaults_layers(
                 for key, value in (values or {}).items():
                     if key in SECTIONS:
                         own[key].update(value or {})
+                    elif key == ZOO_KEY:
+                        zoo_entry = value
                     else:
                         sections["params"][key] = value
-        layers.append((f"{path.name} {entry_name} entry", copy.deepcopy(sections)))
+        label = f"{path.name} {entry_name} entry"
+        if zoo_entry is None:
+            layers.append((label, copy.deepcopy(sections)))
+        else:
+            # the zoo's hyperparameters, named as such, above the entry's own knobs
+            zoo_params = {"run": {}, "policy": {}, "budget": {}, "params": sections["params"]}
+            sections["params"] = {}
+            layers.append((label, copy.deepcopy(sections)))
+            zoo_label = f"{label}: {zoo_source(algo, zoo_entry, f'{path.name} {entry_name}')}"
+            layers.append((zoo_label, copy.deepcopy(zoo_params)))
         if any(own.values()):
             label = f"{path.name} {entry_name} entry, {section_name} section"
             layers.append((label, copy.deepcopy(own)))
     return layers
+
+
+def zoo_source(algo: str, entry: Any, where: str) -> str:
+    """How ``--print-config`` names the rl-baselines3-zoo entry ``entry`` of ``algo``'s
+    hyperparameter file (``rl-baselines3-zoo hyperparams/ppo.yml Hopper-v4``); a
+    :class:`ConfigError` naming ``where`` when the algorithm has no zoo file."""
+    from algorithms.registry import AlgorithmRegistryError, get_algorithm
+
+    try:
+        zoo_file = get_algorithm(algo).zoo_hyperparams
+    except AlgorithmRegistryError:
+        zoo_file = None
+    if zoo_file is None or not isinstance(entry, str) or not entry:
+        raise ConfigError(
+            f"{where}: {ZOO_KEY}: {entry!r} names an rl-baselines3-zoo entry, which needs an "
+            f"entry name and an algorithm with a zoo hyperparameter file ({algo} has "
+            f"{zoo_file or 'none'})"
+        )
+    return f"rl-baselines3-zoo hyperparams/{zoo_file} {entry}"
 
 
 def defaults_section(algo: str) -> str:
@@ -721,8 +759,11 @@ def _complete_params(draft: _Draft, algo_cls: type[Algorithm]) -> None:
     instance = validate_params(merged, algo_cls.Config, f"params of {algo}")
     config["params"] = dataclasses.asdict(instance)
     class_default = f"{algo_cls.Config.__name__} default"
+    #: a config class may say where a default comes from (SB3's network defaults)
+    default_sources: Mapping[str, str] = getattr(algo_cls.Config, "DEFAULT_SOURCES", {})
     for key in config["params"]:
-        draft.sources.setdefault(f"params.{key}", layer_of.get(key, class_default))
+        source = layer_of.get(key) or default_sources.get(key, class_default)
+        draft.sources.setdefault(f"params.{key}", source)
 
 
 def _judge_foreign(draft: _Draft, foreign: Mapping[str, Any], refuse: Refuse) -> None:

@@ -9,6 +9,11 @@ as data: the algorithm derived its policy's arguments from it (``_policy_kwargs`
 the closed lists and loads ``final_params.npy`` into it, as for a run of this version.
 The reader checks the result against the stored spec (``net_arch``, ``activation``) and
 the parameter count, so a config that no longer matches is refused, not guessed at.
+
+Those versions read a null ``net_arch``/``activation`` (and recurrent-ppo's
+``lstm_hidden_size`` 0) from the run's ``policy`` section; today null is SB3's default for
+the algorithm. :func:`as_trained` spells the old rule out, so an old record is rebuilt as
+it trained.
 """
 
 from __future__ import annotations
@@ -19,7 +24,25 @@ from typing import Any
 from harness import rundir
 from harness.policy_io import PolicyLoadError, policy_kwargs_data, space_data
 
-__all__ = ["legacy_sb3_fields"]
+__all__ = ["as_trained", "legacy_sb3_fields"]
+
+
+def as_trained(config: dict[str, Any]) -> dict[str, Any]:
+    """The ``params`` of an RL run's config with the network it trained spelled out: a run
+    recorded before RL networks were their own took a null ``net_arch`` (an ``mlp`` policy's
+    hidden sizes, else none), a null ``activation`` and recurrent-ppo's ``lstm_hidden_size``
+    0 (the first hidden size, 64 without one) from its ``policy`` section."""
+    params = dict(config["params"])
+    policy = config.get("policy") or {}
+    kind = policy.get("kind", "mlp")
+    hidden = list(policy.get("hidden_sizes") or [])
+    if "net_arch" in params and params["net_arch"] is None:
+        params["net_arch"] = hidden if kind == "mlp" else []
+    if "activation" in params and params["activation"] is None:
+        params["activation"] = policy.get("activation", "tanh")
+    if params.get("lstm_hidden_size") == 0:
+        params["lstm_hidden_size"] = hidden[0] if kind != "linear" and hidden else 64
+    return params
 
 
 def _make_env(config: dict[str, Any]) -> Any:
@@ -50,7 +73,7 @@ def legacy_sb3_fields(run_dir: Path, config: Any) -> dict[str, Any]:
         if not isinstance(config, dict):
             raise TypeError(f"{rundir.CONFIG} is not a mapping")
         algo_cls = get_algorithm(str(config["algo"]))
-        params = validate_params(dict(config["params"]), algo_cls.Config, "params")
+        params = validate_params(as_trained(config), algo_cls.Config, "params")
         probe = algo_cls.__new__(algo_cls)  # the algorithm's settings only: no envs, no model
         Algorithm.__init__(probe, build_context(config), params)
         kwargs = dict(probe._policy_kwargs())  # type: ignore[attr-defined]

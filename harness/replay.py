@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from algorithms.es_common import eval_seeds
+from envs.behaviour import body_position
 from harness import rundir
 from harness.legacy_policy import legacy_sb3_fields
 from harness.policy_io import Act, PolicyLoadError, Reset, has_policy, load_stored, save_policy
@@ -265,27 +266,6 @@ def last_evaluation(policy: LoadedPolicy) -> LastEvaluation | None:
     last_step = int(steps[-1])
     of_this = policy.step is None or last_step == policy.step
     return LastEvaluation(index, seeds, float(values[-1]), last_step, of_this)
-
-
-def body_position(env: Any) -> tuple[float, float] | None:
-    """Where the agent's body is (x, y in the env's world units), where the env says.
-
-    pybullet locomotion (``robot.body_xyz``), MuJoCo (``data.qpos[:2]``, the root's
-    x and y for the locomotion tasks) and Box2D's lander (``lander.position``); None
-    for other envs.
-    """
-    inner = env.unwrapped
-    robot = getattr(inner, "robot", None)
-    if robot is not None and getattr(robot, "body_xyz", None) is not None:
-        x, y = robot.body_xyz[:2]
-        return float(x), float(y)
-    lander = getattr(inner, "lander", None)
-    if lander is not None:
-        return float(lander.position[0]), float(lander.position[1])
-    data = getattr(inner, "data", None)
-    if data is not None and getattr(data, "qpos", None) is not None and len(data.qpos) >= 2:
-        return float(data.qpos[0]), float(data.qpos[1])
-    return None
 
 
 @dataclass

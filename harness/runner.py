@@ -34,8 +34,9 @@ precedes training, and ``process_start`` (process creation to setup) precedes it
 when the caller passes the process's start; the other parts sum to
 ``wall_time_s``. An algorithm's own ``time_counters`` (ES: worker start-up,
 stragglers at the generation barrier, head update, observation-statistics sync)
-are carved out of the step; the rest of a step is ``rollouts`` (for PPO/A2C,
-which report no parts, the whole step, gradient updates included). ``summary.json``
+are carved out of the step; the rest of a step is ``rollouts`` (the SB3 baselines
+book their gradient updates as ``head_update``; runs recorded before they did have
+the whole step under ``rollouts``). ``summary.json``
 holds the totals as ``time_breakdown``; each evaluation step logs the running
 totals as ``time_<part>_s`` metrics.
 """

@@ -420,8 +420,9 @@ KNOBS: tuple[Knob, ...] = (
         "policy.kind",
         str,
         "mlp",
-        "linear, mlp or lstm (PPO/A2C: linear or mlp)",
+        "linear, mlp or lstm (the ES's policy; an RL algorithm's network is its own net_arch)",
         section="policy",
+        families=ES,
         settable=True,
         per_env=True,
     ),
@@ -429,9 +430,9 @@ KNOBS: tuple[Knob, ...] = (
         "policy.hidden_sizes",
         list,
         [64, 64],
-        "hidden layer sizes (LSTM: one entry, the number of cells; PPO/A2C: their "
-        "net_arch unless that is set)",
+        "hidden layer sizes (LSTM: one entry, the number of cells)",
         section="policy",
+        families=ES,
         settable=True,
         per_env=True,
     ),
@@ -441,6 +442,7 @@ KNOBS: tuple[Knob, ...] = (
         "tanh",
         "tanh or relu",
         section="policy",
+        families=ES,
         settable=True,
         per_env=True,
     ),
@@ -476,6 +478,18 @@ KNOBS: tuple[Knob, ...] = (
         "name of the sweep that launched this run (set by `harness sweep`)",
         section="record",
         nullable=True,
+    ),
+    Knob(
+        "tuned",
+        str,
+        None,
+        "the tuning study whose best trial's settings this run uses, with its budget and "
+        "seeds; set by a sweep file's `tuned:`, not by --set (docs/tuning.md)",
+        # what runs: the settings' provenance (completed to null with the identity knobs;
+        # no flag, no --set: only a sweep's `tuned:` sets it)
+        section="identity",
+        nullable=True,
+        default_is_the_old_behaviour=True,
     ),
 )
 

@@ -30,11 +30,16 @@ TINY: dict[str, list[str]] = {
     "ng:CMA": ["population=10"],
     "ng:TwoPointsDE": ["population=10"],
     "pgpe": ["population=10"],
+    # novelty search also measures its centres (meta_population x centre_episodes episodes)
+    "nsr-es": ["population=10", "meta_population=2", "centre_episodes=1"],
+    "nsra-es": ["population=10", "meta_population=2", "centre_episodes=1"],
     # off-policy: 1000 random steps, then ~500 small gradient steps
     "sac": ["learning_starts=1000", "batch_size=32", "net_arch=[16]", "chunk_timesteps=500"],
     "tqc": ["learning_starts=1000", "batch_size=32", "net_arch=[16]", "chunk_timesteps=500"],
     "td3": ["learning_starts=1000", "batch_size=32", "net_arch=[16]", "chunk_timesteps=500"],
-    "recurrent-ppo": ["n_steps=128", "batch_size=64", "n_epochs=2", "net_arch=[]"],
+    "recurrent-ppo": [
+        *("n_steps=128", "batch_size=64", "n_epochs=2", "net_arch=[]", "lstm_hidden_size=16")
+    ],
 }
 
 

@@ -52,7 +52,7 @@ def _free_port() -> int:
 RUN_CASES = [
     (["--algo", "nope"], ["'nope'", "unknown algorithm"]),
     (["--algo", "cma", "--set", "sync=seeds"], ["cma", "sync=seeds"]),
-    (["--algo", "ppo", "--set", "policy.kind=lstm"], ["ppo", "policy.kind=lstm"]),
+    (["--algo", "ppo", "--set", "policy.kind=lstm"], ["policy.kind", "does not apply to ppo"]),
     (["--env", "NoSuchEnv"], ["'NoSuchEnv'", "unknown environment"]),
     (["--episodes", "0"], ["episodes", "0"]),
     (["--episodes", "-2"], ["episodes", "-2"]),

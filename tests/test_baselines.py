@@ -362,20 +362,25 @@ def _sb3(algo: str, kind: str = "mlp", **params: object) -> object:
     return cls(context_for(spec, seed=5, env="CartPole"), cls.Config(**params))
 
 
-def test_sb3_linear_policy_has_the_es_linear_actor() -> None:
-    algorithm = _sb3("ppo", kind="linear", n_steps=64)
+def test_sb3_network_comes_from_its_own_config_never_the_es_policy() -> None:
+    """An empty ``net_arch`` makes SB3's actor linear; the ES policy in the run context
+    (linear or LSTM) changes nothing: RL builds SB3's 64-64 unless its own config says."""
+    linear = _sb3("ppo", net_arch=[], n_steps=64)
     try:
-        model = algorithm.model  # type: ignore[attr-defined]
+        model = linear.model  # type: ignore[attr-defined]
         actor = sum(p.numel() for p in model.policy.action_net.parameters())
-        assert actor == algorithm.context.policy_spec.num_params  # type: ignore[attr-defined]
+        assert actor == (4 + 1) * 2  # CartPole: 4 observations, 2 action logits
         assert list(model.policy.mlp_extractor.policy_net) == []
     finally:
-        algorithm.close()  # type: ignore[attr-defined]
-
-
-def test_sb3_refuses_an_lstm_policy() -> None:
-    with pytest.raises(ValueError, match="RecurrentPPO"):
-        _sb3("a2c", kind="lstm")
+        linear.close()  # type: ignore[attr-defined]
+    for kind in ("linear", "lstm"):
+        algorithm = _sb3("a2c", kind=kind)
+        try:
+            layers = algorithm.model.policy.mlp_extractor.policy_net  # type: ignore[attr-defined]
+            sizes = [m.out_features for m in layers if hasattr(m, "out_features")]
+            assert sizes == [64, 64], kind
+        finally:
+            algorithm.close()  # type: ignore[attr-defined]
 
 
 def test_sb3_step_record_and_deterministic_evaluation() -> None:
@@ -455,7 +460,7 @@ def test_sb3_chunks_equal_one_plain_learn_call(algo: str, params: dict[str, int]
     from stable_baselines3.common.vec_env import DummyVecEnv
     from torch.nn.utils import parameters_to_vector
 
-    algorithm = _sb3(algo, **params)
+    algorithm = _sb3(algo, net_arch=[16], activation="tanh", **params)
     try:
         steps = sum(algorithm.step().timesteps for _ in range(3))  # type: ignore[attr-defined]
         ours = algorithm.current_parameters()  # type: ignore[attr-defined]

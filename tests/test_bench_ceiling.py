@@ -26,9 +26,34 @@ def test_ceiling_measures_each_process_count_against_one(tmp_path: Path) -> None
     assert "over one (best)" in done.stdout.splitlines()[0]
 
 
+def test_vec_envs_measures_the_cost_of_env_processes(tmp_path: Path) -> None:
+    """SB3's DummyVecEnv and SubprocVecEnv on real envs: the message cost the projection uses."""
+    out = tmp_path / "machine.json"
+    done = _bench(
+        *("--workers", "1", "--seconds", "0.5", "--repeats", "1", "--vec-envs", "2"),
+        *("--json", str(out)),
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(out.read_text())
+    assert figures["vec_envs"] == 2 and figures["cores"] >= 1
+    assert figures["dummy_steps_per_s"] > 1000 and figures["subproc_steps_per_s"] > 100
+    assert figures["subproc_message_s"] >= 0.0
+
+    from harness.bench.project import machine_costs
+
+    env_step_s, message_s, phrase = machine_costs(out)
+    assert env_step_s == 1 / figures["dummy_steps_per_s"]
+    assert message_s == figures["subproc_message_s"] and "machine.json" in phrase
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     out = tmp_path / "ceiling.json"
-    for args, named in ((["--workers", "0"], "--workers"), (["--env", "Nope"], "'Nope'")):
+    cases = (
+        (["--workers", "0"], "--workers"),
+        (["--env", "Nope"], "'Nope'"),
+        (["--vec-envs", "-1"], "--vec-envs"),
+    )
+    for args, named in cases:
         done = _bench(*args, "--json", str(out))
         assert done.returncode == 2
         assert len(done.stderr.strip().splitlines()) == 1 and named in done.stderr

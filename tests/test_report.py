@@ -563,7 +563,11 @@ def test_anchor_file_and_drawing() -> None:
     runs = pd.DataFrame(
         {"env": ["PendulumPO", "Pendulum"], "gym_id": ["Pendulum-v1", "Pendulum-v1"]}
     )
-    assert anchor_mod.anchors_for(anchors, runs, "PendulumPO") == []  # zoo's is fully observed
+    # the zoo's Pendulum-v1 figures are fully observed; PendulumPO gets its NoVel LSTM's only
+    assert [a.label for a in anchor_mod.anchors_for(anchors, runs, "PendulumPO")] == [
+        "rl-zoo RecurrentPPO"
+    ]
+    assert by_id[("Pendulum-v1", "rl-zoo RecurrentPPO")].algo == "recurrent-ppo"
     assert [a.label for a in anchor_mod.anchors_for(anchors, runs, "Pendulum")] == ["rl-zoo PPO"]
 
     lander = [a for a in anchors if a.gym_id == "LunarLanderContinuous-v3"]

@@ -216,6 +216,10 @@ ES_ONLY_EXAMPLES = {
     "population_per_worker": 4,
     "policy.discretize": 5,
     "policy.init": "torch",
+    # the ES's policy: an RL network is its algorithm's own (net_arch, activation)
+    "policy.kind": "linear",
+    "policy.hidden_sizes": [7],
+    "policy.activation": "relu",
 }
 
 

@@ -22,6 +22,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "scaling": ("harness.bench.scaling", "speed-up of W workers over one, per backend"),
     "wire": ("harness.bench.wire", "bytes per generation against parameter count"),
     "ceiling": ("harness.bench.ceiling", "this machine's own limit on W processes' speed-up"),
+    "project": (
+        "harness.bench.project",
+        "predicted wall-clock to a return at 1 to 1,440 cores, from stored runs",
+    ),
 }
 
 

@@ -7,12 +7,20 @@ machine whose cores are real and idle it is close to W; on a virtual machine, sh
 caches, memory bandwidth, frequency scaling and the host's other tenants pull it below.
 A worker-count speed-up the harness measures (``harness bench solve``, ``bench scaling``)
 cannot exceed this figure, so read those beside it.
+
+``--vec-envs N`` also measures what an RL run pays to step its envs in subprocesses
+(stable-baselines3's ``SubprocVecEnv``, as the harness uses at ``--workers`` > 1): N envs
+stepped in this process (``DummyVecEnv``) and in one process each, zero actions, no policy.
+Per env step, ``subproc_message_s = 1 / rate_subproc - 1 / (rate_dummy x min(cores, N))``
+is the serial cost of the messages (the head pickles, sends and waits for each env in
+turn), which ``harness bench project --machine FILE`` adds to RL rollouts at W > 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import time
 from typing import Any
 
@@ -26,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="process counts")
     parser.add_argument("--seconds", type=float, default=5.0, help="stepping time per process")
     parser.add_argument("--repeats", type=int, default=3, help="measurements per process count")
+    parser.add_argument(
+        "--vec-envs",
+        type=int,
+        default=0,
+        help="also time N envs stepped in-process and in subprocesses (SB3), 0: skip",
+    )
 
 
 def step_for(env_id: str, seconds: float, ready: Any, go: Any, out: Any) -> None:
@@ -67,6 +81,33 @@ def throughput(env_id: str, workers: int, seconds: float) -> float:
     return float(sum(rates))
 
 
+def vec_env_rates(env_id: str, n_envs: int, seconds: float) -> dict[str, float]:
+    """Env steps per second of ``n_envs`` envs in this process and in one process each."""
+    import numpy as np
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    from algorithms.sb3 import _SUBPROC_START
+    from envs.registry import make_env
+
+    factories = [lambda: make_env(env_id) for _ in range(n_envs)]
+    rates: dict[str, float] = {}
+    for name, vec in (
+        ("dummy", DummyVecEnv(factories)),
+        ("subproc", SubprocVecEnv(factories, start_method=_SUBPROC_START)),
+    ):
+        vec.seed(0)
+        vec.reset()
+        shape = tuple(vec.action_space.shape or ())
+        actions = np.zeros((n_envs, *shape), dtype=np.float32)
+        steps, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            vec.step(actions)
+            steps += n_envs
+        rates[name] = steps / (time.perf_counter() - started)
+        vec.close()
+    return rates
+
+
 def run(args: argparse.Namespace) -> int:
     from envs.registry import UnknownEnvError, resolve_env_id
     from harness.commands import UsageError
@@ -77,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--seconds must be positive, got {args.seconds}")
     if args.repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
+    if args.vec_envs < 0:
+        raise UsageError(f"--vec-envs must be >= 0, got {args.vec_envs}")
     try:
         env_id = resolve_env_id(args.env)
     except UnknownEnvError as error:
@@ -111,5 +154,16 @@ def run(args: argparse.Namespace) -> int:
         figures[f"w{w}.steps_per_s"] = [round(r, 1) for r in rates]
         figures[f"w{w}.ceiling_best"] = round(max(rates) / best_one, 3)
         figures[f"w{w}.ceiling_worst"] = round(min(rates) / best_one, 3)
+    if args.vec_envs:
+        cores = os.cpu_count() or 1
+        vec_rates = vec_env_rates(env_id, args.vec_envs, args.seconds)
+        parallel = vec_rates["dummy"] * min(cores, args.vec_envs)
+        figures |= {
+            "vec_envs": args.vec_envs,
+            "cores": cores,
+            "dummy_steps_per_s": round(vec_rates["dummy"], 1),
+            "subproc_steps_per_s": round(vec_rates["subproc"], 1),
+            "subproc_message_s": max(0.0, 1 / vec_rates["subproc"] - 1 / parallel),
+        }
     emit(figures, args.json)
     return 0

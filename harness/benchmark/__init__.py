@@ -46,6 +46,7 @@ from harness.benchmark.spec import (
     measured_random_scores,
 )
 from harness.commands import UsageError, check_runs_dir, check_writable_dir
+from harness.sweep.spec import Cell
 
 DEFAULT_FILE = Path("experiments/benchmark.yaml")
 DEFAULT_OUT = Path("reports/benchmark")
@@ -192,7 +193,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Print per task: cells, completed cells, their measured CPU-hours, and the rest's.
 
     A cell not yet completed is costed at the median CPU-seconds its task and algorithm
-    measured in completed cells, or at the file's ``cost_cpu_s`` where none completed.
+    measured in completed cells, or at the file's ``cost_cpu_s`` where none completed. A
+    task's equal-compute cells (trained to a CPU limit) have a row of their own, costed
+    apart from the task's other cells: at their limit until some complete.
     """
     import statistics
 
@@ -202,12 +205,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _check_archives(bench, args.archive_dir)
     done = completed_runs(args.runs_dir) if args.runs_dir.is_dir() else []
     archived = archived_completed(bench, args.archive_dir)
-    measured: dict[tuple[str, str], list[float]] = {}
+    measured: dict[tuple[str, str, bool], list[float]] = {}
     pending = []
     rows: dict[str, list[float]] = {}
+
+    def row_name(cell: Cell) -> str:
+        env = bench.task_of(cell).env
+        return f"{env} (equal CPU)" if bench.is_equal_compute(cell) else env
+
     for cell in bench.sweep.cells:
         task = bench.task_of(cell)
-        row = rows.setdefault(task.env, [0, 0, 0.0, 0.0])
+        row = rows.setdefault(row_name(cell), [0, 0, 0.0, 0.0])
         row[0] += 1
         run_id = find_completed(cell, done)
         if run_id is not None:
@@ -222,7 +230,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             cpu_s = float(summary["cpu_seconds"])
         except (rundir.UnreadableRun, ValueError, KeyError, TypeError):  # an older harness's
             cpu_s = bench.cost_of(cell)
-        measured.setdefault((task.env, str(cell.config["algo"])), []).append(cpu_s)
+        kind = (task.env, str(cell.config["algo"]), bench.is_equal_compute(cell))
+        measured.setdefault(kind, []).append(cpu_s)
         row[1] += 1
         row[2] += cpu_s
     started = {u.cell.index: u for u in unfinished_runs(bench, args.archive_dir)}
@@ -231,15 +240,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if item.timesteps >= getattr(started.get(item.cell.index), "timesteps", -1.0):
             started[item.cell.index] = item
             carried.discard(item.cell.index)
-    rates: dict[tuple[str, str], list[float]] = {}
+    rates: dict[tuple[str, str, bool], list[float]] = {}
     for item in started.values():
         rate = cpu_seconds_per_timestep(item.path)
         if rate is not None:
-            key = (bench.task_of(item.cell).env, str(item.cell.config["algo"]))
+            cell = item.cell
+            key = (bench.task_of(cell).env, str(cell.config["algo"]), bench.is_equal_compute(cell))
             rates.setdefault(key, []).append(rate)
     for cell in pending:
         env = bench.task_of(cell).env
-        key = (env, str(cell.config["algo"]))
+        key = (env, str(cell.config["algo"]), bench.is_equal_compute(cell))
         budget = float(cell.config.get("timesteps") or 0.0)
         if measured.get(key):
             whole = statistics.median(measured[key])
@@ -248,21 +258,27 @@ def cmd_plan(args: argparse.Namespace) -> int:
         else:
             whole = bench.cost_of(cell)
         so_far = started[cell.index].timesteps if cell.index in started else 0.0
-        rows[env][3] += whole * max(0.0, 1.0 - so_far / budget) if budget else whole
-    print(f"{'task':<24}{'cells':>6}{'done':>6}{'CPU-h done':>12}{'CPU-h left':>12}")
+        rows[row_name(cell)][3] += whole * max(0.0, 1.0 - so_far / budget) if budget else whole
+    width = max(24, *(len(name) + 2 for name in rows))
+    print(f"{'task':<{width}}{'cells':>6}{'done':>6}{'CPU-h done':>12}{'CPU-h left':>12}")
     totals = [0.0, 0.0, 0.0, 0.0]
-    for env, row in rows.items():
-        print(f"{env:<24}{row[0]:>6.0f}{row[1]:>6.0f}{row[2] / 3600:>12.1f}{row[3] / 3600:>12.1f}")
+    for name, row in rows.items():
+        print(
+            f"{name:<{width}}{row[0]:>6.0f}{row[1]:>6.0f}"
+            f"{row[2] / 3600:>12.1f}{row[3] / 3600:>12.1f}"
+        )
         totals = [a + b for a, b in zip(totals, row, strict=True)]
     print(
-        f"{'total':<24}{totals[0]:>6.0f}{totals[1]:>6.0f}"
+        f"{'total':<{width}}{totals[0]:>6.0f}{totals[1]:>6.0f}"
         f"{totals[2] / 3600:>12.1f}{totals[3] / 3600:>12.1f}"
     )
     print(
         "CPU-h done: measured by the completed runs (here and in the committed archives). "
         "CPU-h left: the median a task and algorithm measured in completed runs, else the "
         "CPU-seconds per timestep its unfinished runs measured, else the file's cost_cpu_s; "
-        "an unfinished cell only for the timesteps it has left."
+        "an unfinished cell only for the timesteps it has left. (equal CPU): ES cells "
+        "trained to the CPU-seconds the task's RL entry spends on its budget (--cpu-limit), "
+        "costed at that limit."
     )
     waiting = {cell.index for cell in pending}
     for index, item in sorted(started.items()):

@@ -43,6 +43,7 @@ from harness.benchmark.carry import (
     unfinished_runs,
     write_unfinished,
 )
+from harness.benchmark.fairness import TaskScores
 from harness.benchmark.spec import (
     AGGREGATE_REPS,
     RANDOM_SCORES,
@@ -115,20 +116,6 @@ def _not_archived(folder: str, names: list[str]) -> list[str]:
 # -- scores --------------------------------------------------------------------------------------
 
 
-@dataclass
-class TaskScores:
-    """Per-run scores of one task and the points they were taken at."""
-
-    task: Task
-    runs: pd.DataFrame  # one row per run: algo, seed, family, score_<axis>, to_threshold_<axis>
-    at: dict[str, float]  # axis -> the common value every run reached
-    random_score: float
-
-    def normalise(self, scores: np.ndarray) -> np.ndarray:
-        span = self.task.reference_score - self.random_score
-        return (scores - self.random_score) / span
-
-
 def _first_crossing(frame: pd.DataFrame, x: str, threshold: float) -> float:
     crossed = frame[frame["eval_return_mean"] >= threshold]
     return float(crossed[x].iloc[0]) if len(crossed) else math.nan
@@ -142,13 +129,17 @@ def task_scores(task: Task, archive: Path, random_score: float) -> TaskScores | 
 
     if not archive.is_file():
         return None
+    from harness.benchmark.fairness import equal_compute_mask, robust_scores
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         table = load_runs([archive]).select(("COMPLETED",))
-    if len(table) == 0:
+    # The task's equal-compute runs (trained to a CPU limit) are not cells of its grid.
+    grid = table.runs[~equal_compute_mask(table.runs)]
+    if len(grid) == 0:
         return None
-    runs = table.runs.reset_index(drop=True)
-    steps = d.carry_cpu_seconds(table.steps)  # every use below sorts or reduces per run
+    runs = grid.reset_index(drop=True)
+    steps = d.carry_cpu_seconds(table.steps[table.steps["run"].isin(set(runs["run"]))])
     frame = pd.DataFrame(
         {
             "run": runs["run"],
@@ -183,7 +174,10 @@ def task_scores(task: Task, archive: Path, random_score: float) -> TaskScores | 
     final = d.eval_points(steps, "timesteps").sort_values(["run", "timesteps"])
     last = final.groupby("run")["eval_return_mean"].last()
     frame["score_final"] = [float(last.get(run, math.nan)) for run in frame["run"]]
-    return TaskScores(task, frame, at, random_score)
+    frame["gym_id"] = runs["gym_id"].to_numpy() if "gym_id" in runs else None
+    scores = TaskScores(task, frame, at, random_score, table)
+    robust_scores(scores)  # endpoints: the mean of the last evaluations up to the point
+    return scores
 
 
 # -- tables --------------------------------------------------------------------------------------
@@ -199,22 +193,29 @@ def _mean_ci(values: np.ndarray) -> tuple[str, stats.GroupStats]:
     return text, group
 
 
-def leader_text(scores: TaskScores, axis: str) -> str:
+def leader_text(scores: TaskScores, axis: str, gated: dict[str, str] | None = None) -> str:
     """Who leads on ``axis`` at the common point; "inconclusive" where intervals overlap.
 
-    ``axis`` is one of :data:`AXES`, or ``final``: each run's last evaluation, at its own
-    budget.
+    ``axis`` is one of :data:`AXES`, or ``final``: each run's last evaluations, at its own
+    budget. ``gated``: algorithms that fail a sanity gate (too few runs, far below their
+    published anchor: :class:`harness.benchmark.fairness.Gate`) and the gate's text; they
+    are not ranked, and the text says why.
     """
+    gated = gated or {}
     groups = []
     for algo, frame in scores.runs.groupby("algo", sort=True):
+        if str(algo) in gated:
+            continue
         _, group = _mean_ci(frame[f"score_{axis}"].to_numpy(float))
         if group.n:
             groups.append((group.mean, str(algo), group))
     ran = set(scores.runs["algo"])
-    unscored = sorted(ran - {name for _, name, _ in groups})
+    unscored = sorted(ran - {name for _, name, _ in groups} - set(gated))
     not_run = sorted(set(scores.task.algos) - ran)
-    notes = ([f"{', '.join(unscored)}: no evaluation by then"] if unscored else []) + (
-        [f"{', '.join(not_run)}: no completed run yet"] if not_run else []
+    notes = (
+        ([f"{', '.join(unscored)}: no evaluation by then"] if unscored else [])
+        + [f"not ranked: {gated[algo]}" for algo in sorted(gated) if algo in ran]
+        + ([f"{', '.join(not_run)}: no completed run yet"] if not_run else [])
     )
     absent = f" ({'; '.join(notes)})" if notes else ""
     if len(groups) < 2:
@@ -354,12 +355,13 @@ def compute_span_text(all_scores: Sequence[TaskScores]) -> str:
             f"({costliest}: {fmt(float(per_algo.max()), 0)} per run)"
         )
     return (
-        "Equal CPU-seconds is a point of small compute: a task's common CPU-seconds is the "
-        "least any of its runs spent on the whole budget, against the mean of its costliest "
-        "algorithm: " + "; ".join(spans) + ". An algorithm that is cheap per timestep would "
-        "train for many more timesteps on the CPU-seconds of an expensive one; that budget "
-        "is not in the grid (`harness run --cpu-limit SEC` runs it), so the equal-CPU column "
-        "ranks algorithms early in training."
+        "Equal CPU at the cheapest run's budget is a point of small compute: a task's common "
+        "CPU-seconds is the least any of its runs spent on the whole budget, against the mean "
+        "of its costliest algorithm: " + "; ".join(spans) + ". An algorithm that is cheap per "
+        "timestep would train for many more timesteps on the CPU-seconds of an expensive one; "
+        "the equal-compute column gives it that budget (`harness run --cpu-limit SEC`: the "
+        "`equal_compute` cells of experiments/benchmark.yaml), so the equal-CPU column ranks "
+        "algorithms early in training."
     )
 
 
@@ -659,6 +661,9 @@ def write_benchmark_report(
     if runs_dir is not None:
         write_unfinished(bench, runs_dir, out, {label for v in missing.values() for label in v})
     carried = {item.cell.label: item for item in unfinished_runs(bench, out)}
+    from harness.benchmark.fairness import split_missing
+
+    missing, _ = split_missing(bench, missing)  # equal-compute cells: the answer counts them
 
     def missing_label(label: str) -> str:
         item = carried.get(label)
@@ -670,6 +675,11 @@ def write_benchmark_report(
         )
 
     random = _random_scores(bench, runs_dir, out)
+    from harness.benchmark import answer, fairness
+    from harness.report.anchors import load_anchors
+
+    anchors, provenance = load_anchors(), fairness.load_provenance()
+    all_facts: list[fairness.TaskFacts] = []
     all_scores: list[TaskScores] = []
     task_rows = []
     own_budget_texts: list[str] = []
@@ -689,6 +699,10 @@ def write_benchmark_report(
                 map_runs=0,
             )
             all_scores.append(scores)
+            lacking = fairness.missing_cells(bench, task, missing.get(task.env, []))
+            all_facts.append(
+                fairness.task_facts(scores, anchors, provenance, len(bench.seeds), lacking)
+            )
             own_budget = own_budget_text(scores, bench.timesteps_of(task))
             if own_budget:
                 own_budget_texts.append(own_budget)
@@ -697,8 +711,7 @@ def write_benchmark_report(
                 "task": f"[{task.env}]({link})" if scores is not None else task.env,
                 "cells done": f"{done}/{len(bench.seeds) * len(task.algos)}",
                 "budget": budget_words(task, bench.timesteps_of(task)),
-                "at equal timesteps": leader_text(scores, "timesteps") if scores else "—",
-                "at equal CPU-seconds": leader_text(scores, "cpu_seconds") if scores else "—",
+                **answer.leader_columns(all_facts[-1] if scores else None, leader_text),
             }
         )
         if scores is None:
@@ -799,13 +812,15 @@ def write_benchmark_report(
         if n_missing
         else ""
     )
+    own_budgets = {task.env: bench.timesteps_of(task) for task in bench.tasks}
     intro = [
         f"Seeds {', '.join(map(str, bench.seeds))} (held out: no setting was tuned on a seed "
         f"from 100 on); every cell on {bench.workers} core; each algorithm at its shipped "
         "per-env settings (experiments/defaults.yaml, listed in each task's report appendix). "
         f"{status}.",
+        *answer.opening(all_facts, own_budgets, fairness.confirmations_recorded(all_scores)),
         "Scores are evaluation returns on fresh seeded episodes (the same seeds for every "
-        "algorithm), interpolated at each task's common point: the most timesteps, or "
+        "algorithm), taken at each task's common point: the most timesteps, or "
         "CPU-seconds, that every run of the task reached. A leader is named only where the 95% "
         "intervals of the means (stratified bootstrap, n >= 3) do not overlap. Normalised "
         "score: 0 for uniformly random actions, 1 at the task's reference score.",
@@ -819,22 +834,57 @@ def write_benchmark_report(
         tables=[("", pd.DataFrame(task_rows))],
         after=[
             *own_budget_texts,
+            answer.gates_paragraph(),
             *([compute_span_text(all_scores)] if all_scores else []),
             *filter(None, [cpu_spread_text(all_scores)]),
         ],
     )
+    fair_sections = [
+        answer.family_section(all_facts, out, reps, draft, aggregate_figures, improvement_rows),
+        answer.salimans_section(all_facts),
+        answer.defects_section(all_facts),
+        answer.asymmetries_section(all_facts, provenance),
+    ]
+    for detail in [*aggregate_sections, thresholds]:
+        detail.folded = True  # the answer and the leader table first; detail on demand
+    cores = cores_section(bench, out)
     command = "harness benchmark report"
     title = f"Benchmark: ES against RL on {len(bench.tasks)} tasks, held-out seeds"
     doc = Document(
         title,
         [*intro, f"Generated by `{command}` from the run archives under `{out}`."],
-        [leaders, *aggregate_sections, thresholds, *per_task_sections],
+        [leaders, *fair_sections, *aggregate_sections, thresholds, cores, *per_task_sections],
     )
     (out / "report.md").write_text(to_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc, out), encoding="utf-8")
-    _write_summary(summary, out, title, intro, leaders, [*aggregate_sections, thresholds])
+    _write_summary(
+        summary,
+        out,
+        title,
+        intro,
+        leaders,
+        [*fair_sections, *aggregate_sections, thresholds, cores],
+    )
     counts = Counter(item.cell.config["env"] for item in carried.values())
     return {task.env: counts.get(task.env, 0) for task in bench.tasks}
+
+
+def cores_section(bench: Benchmark, out: Path) -> Any:
+    """The section "Wall-clock as cores grow": per task, the best ES's and the best RL's time
+    to the same score predicted at 1 to 1,440 cores from the task's run archive, the fewest
+    cores from which ES gets there first (or why never), its figure and the model's
+    assumptions (:func:`harness.report.projection.benchmark_section`)."""
+    from harness.report.projection import benchmark_section
+
+    tasks = [
+        (
+            task.env,
+            out / task_slug(task.env) / ARCHIVE,
+            (task.reference_score, f"the task's reference score ({task.reference_source})"),
+        )
+        for task in bench.tasks
+    ]
+    return benchmark_section(tasks, out)
 
 
 def _write_summary(
@@ -858,7 +908,10 @@ def _write_summary(
     lines += ["## Who leads, per task", "", markdown_table(relink(leaders.tables[0][1])), ""]
     lines += [p for par in leaders.after for p in (par, "")]
     for section in sections:
-        lines += [f"## {section.title}", ""]
+        heading = [f"## {section.title}", ""]
+        if getattr(section, "folded", False):  # closed <details>, as the report draws it
+            heading = ["<details>", "<summary>", "", *heading, "</summary>", ""]
+        lines += heading
         lines += [p for par in section.paragraphs for p in (par, "")]
         for name, alt in section.images:
             lines += [f"![{alt}]({base.as_posix()}/{name})", ""]
@@ -866,6 +919,8 @@ def _write_summary(
             lines += ([f"*{caption}*", ""] if caption else []) + [markdown_table(table), ""]
         for par in section.after:
             lines += [par.replace("](", f"]({base.as_posix()}/"), ""]
+        if getattr(section, "folded", False):
+            lines += ["</details>", ""]
     lines += [
         f"Full report, per-task tables and missing cells: [{base}/report.md]({base}/report.md)."
     ]

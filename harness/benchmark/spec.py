@@ -8,6 +8,12 @@ sweep cell built by :func:`harness.sweep.spec.build_cell_config`, exactly as
 interrupted ones resumed in the same way. Cells run task by task in the file's
 order, cheapest first within a task: a benchmark cut short holds whole tasks
 (what the cross-task aggregate needs), and the file's order is its priority.
+
+A task may also plan *equal-compute* cells (``equal_compute``): ES algorithms trained with
+a CPU-seconds limit (``harness run --cpu-limit``) equal to what its RL entry spends on its
+whole budget, so that the page can compare the families at the RL family's full compute
+as well as at the cheapest run's. They are cells like the others (planned, costed at their
+limit, run, archived), told apart by :meth:`Benchmark.is_equal_compute`.
 """
 
 from __future__ import annotations
@@ -21,7 +27,18 @@ from harness.config import BUDGET_KEYS, ConfigError, read_yaml
 from harness.sweep.spec import Cell, Sweep, build_cell_config
 
 BENCHMARK_KEYS = ("name", "description", "seeds", "workers", "tasks")
-TASK_KEYS = ("env", "budget", "reference", "algos", "set", "overrides", "note", "cost_cpu_s")
+TASK_KEYS = (
+    "env",
+    "budget",
+    "reference",
+    "algos",
+    "set",
+    "overrides",
+    "note",
+    "cost_cpu_s",
+    "equal_compute",
+)
+EQUAL_COMPUTE_KEYS = ("against", "algos", "cpu_limit", "set")
 #: Reported results use seeds from here on; tuning uses seeds below it.
 FIRST_HELD_OUT_SEED = 100
 
@@ -46,6 +63,23 @@ class BenchmarkError(ValueError):
 
 
 @dataclass(frozen=True)
+class EqualCompute:
+    """A task's equal-compute cells: ``algos`` (ES) trained for ``cpu_limit`` CPU-seconds,
+    the median CPU-seconds per run its RL entry ``against`` spent on its whole budget.
+
+    ``cpu_limit`` is written in the file (a cell's identity must not move when an archive
+    changes); the page sets it beside the archives' median and says where they differ.
+    ``common`` adds settings to the task's ``set`` for these cells (a coarser evaluation
+    interval, say, so that evaluation does not eat the limit).
+    """
+
+    against: str
+    algos: list[str]
+    cpu_limit: float
+    common: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Task:
     """One task of the benchmark: an env, its budget and the algorithms compared on it."""
 
@@ -58,6 +92,7 @@ class Task:
     overrides: dict[str, list[str]] = field(default_factory=dict)
     note: str = ""
     cost_cpu_s: dict[str, float] = field(default_factory=dict)
+    equal_compute: EqualCompute | None = None
 
 
 @dataclass
@@ -77,8 +112,15 @@ class Benchmark:
         return self.tasks[self._task_index[cell.index]]
 
     def cost_of(self, cell: Cell) -> float:
-        """Estimated CPU-seconds of a cell (0 where the file gives none)."""
+        """Estimated CPU-seconds of a cell (0 where the file gives none); an equal-compute
+        cell's is its CPU limit."""
+        if self.is_equal_compute(cell):
+            return float(cell.config["cpu_limit"])
         return float(self.task_of(cell).cost_cpu_s.get(str(cell.config["algo"]), 0.0))
+
+    def is_equal_compute(self, cell: Cell) -> bool:
+        """Whether ``cell`` is one of its task's equal-compute cells (not one of its grid)."""
+        return cell.index in self._equal_compute
 
     def timesteps_of(self, task: Task) -> dict[str, float]:
         """Each algorithm's timesteps budget on ``task``, its overrides applied."""
@@ -90,6 +132,8 @@ class Benchmark:
         return budgets
 
     _task_index: dict[int, int] = field(default_factory=dict)
+    #: indices of the equal-compute cells
+    _equal_compute: set[int] = field(default_factory=set)
 
     def only(self, envs: list[str], algos: list[str], seeds: list[int] | None = None) -> Benchmark:
         """The same benchmark restricted to these tasks, algorithms and seeds (empty: all)."""
@@ -153,6 +197,7 @@ def _parse_task(data: Any, index: int, path: Path) -> Task:
         isinstance(v, (int, float)) and v >= 0 for v in costs.values()
     ):
         raise _fail(path, f"{where}.cost_cpu_s must map algorithm names to CPU-seconds")
+    equal = _parse_equal_compute(data.get("equal_compute"), algos, f"{where}.equal_compute", path)
     return Task(
         env=env,
         budget=dict(budget),
@@ -165,6 +210,42 @@ def _parse_task(data: Any, index: int, path: Path) -> Task:
         },
         note=str(data.get("note") or ""),
         cost_cpu_s={str(a): float(v) for a, v in costs.items()},
+        equal_compute=equal,
+    )
+
+
+def _parse_equal_compute(
+    data: Any, algos: list[str], where: str, path: Path
+) -> EqualCompute | None:
+    """A task's ``equal_compute`` mapping: ``against`` (an RL algorithm of the task),
+    ``algos`` (ES algorithms of the task), ``cpu_limit`` (CPU-seconds) and ``set``."""
+    from algorithms.registry import family_of
+
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise _fail(path, f"{where} must be a mapping of {', '.join(EQUAL_COMPUTE_KEYS)}")
+    unknown = [key for key in data if key not in EQUAL_COMPUTE_KEYS]
+    if unknown:
+        raise _fail(
+            path, f"unknown key {where}.{unknown[0]}; known: {', '.join(EQUAL_COMPUTE_KEYS)}"
+        )
+    against = data.get("against")
+    if against not in algos or family_of(against) == "es":
+        raise _fail(path, f"{where}.against must be an RL algorithm of the task, got {against!r}")
+    chosen = _strings(data.get("algos"), f"{where}.algos", path)
+    strays = [a for a in chosen if a not in algos or family_of(a) != "es"]
+    if not chosen or strays:
+        raise _fail(
+            path,
+            f"{where}.algos must be ES algorithms of the task, got "
+            f"{strays[0] if strays else chosen}",
+        )
+    limit = data.get("cpu_limit")
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+        raise _fail(path, f"{where}.cpu_limit must be positive CPU-seconds, got {limit!r}")
+    return EqualCompute(
+        str(against), chosen, float(limit), _strings(data.get("set"), f"{where}.set", path)
     )
 
 
@@ -205,9 +286,15 @@ def load_benchmark(path: str | Path) -> Benchmark:
         raise _fail(path, "tasks must be a non-empty list")
     tasks = [_parse_task(item, i, path) for i, item in enumerate(raw_tasks)]
 
-    planned: list[tuple[int, float, int, int, dict[str, Any]]] = []
+    # (task, cost, seed, algo's place, equal-compute, config)
+    planned: list[tuple[int, float, int, int, bool, dict[str, Any]]] = []
     for t_index, task in enumerate(tasks):
-        for a_index, algo in enumerate(task.algos):
+        equal = task.equal_compute
+        kinds = [(False, a, task.budget, task.common) for a in task.algos]
+        if equal is not None:
+            limit = {"cpu_limit": equal.cpu_limit}
+            kinds += [(True, a, limit, [*task.common, *equal.common]) for a in equal.algos]
+        for is_equal, algo, budget, common in kinds:
             for seed in seeds:
                 try:
                     config = build_cell_config(
@@ -218,19 +305,30 @@ def load_benchmark(path: str | Path) -> Benchmark:
                         episodes=1,
                         workers=workers,
                         backend=None,
-                        budget=task.budget,
-                        common=task.common,
+                        budget=budget,
+                        common=common,
                         per_algo=task.overrides.get(algo, []),
                     )
                 except ConfigError as error:
-                    raise _fail(path, f"task {task.env} algo {algo}: {error}") from None
-                cost = task.cost_cpu_s.get(algo, 0.0)
-                planned.append((t_index, cost, seed, a_index, config))
+                    what = " (equal compute)" if is_equal else ""
+                    raise _fail(path, f"task {task.env} algo {algo}{what}: {error}") from None
+                cost = float(config["cpu_limit"]) if is_equal else task.cost_cpu_s.get(algo, 0.0)
+                planned.append((t_index, cost, seed, task.algos.index(algo), is_equal, config))
     # Task by task; within a task cheapest first, then seed by seed.
-    planned.sort(key=lambda item: item[:4])
-    cells = [Cell(i, item[4]) for i, item in enumerate(planned)]
+    planned.sort(key=lambda item: item[:5])
+    cells = [
+        Cell(i, item[5], {"cpu_limit": _seconds(item[5]["cpu_limit"])} if item[4] else {})
+        for i, item in enumerate(planned)
+    ]
     sweep = Sweep(name, path, cells, str(data.get("description") or "").strip(), 1)
     description = str(data.get("description") or "").strip()
     bench = Benchmark(name, path, list(seeds), workers, tasks, sweep, description)
     bench._task_index = {i: item[0] for i, item in enumerate(planned)}
+    bench._equal_compute = {i for i, item in enumerate(planned) if item[4]}
     return bench
+
+
+def _seconds(value: Any) -> int | float:
+    """A CPU limit as a cell's label shows it: whole seconds without a decimal point."""
+    number = float(value)
+    return int(number) if number.is_integer() else number

@@ -44,6 +44,10 @@ class Anchor:
     #: the published figure is of training fitness (GoodAI's are), so the report's
     #: training-fitness figure draws it too
     training_fitness: bool = False
+    #: the harness algorithm the figure is of (``ppo``, ``recurrent-ppo``); empty for a
+    #: threshold or a figure of something the harness does not run. The benchmark sets
+    #: each RL cell beside its algorithm's published figure.
+    algo: str = ""
 
     def applies_to(self, env: str, gym_id: str) -> bool:
         """Whether the anchor is about runs configured with ``env`` (resolved to ``gym_id``)."""
@@ -120,6 +124,7 @@ def _anchor(gym_id: str, entry: Any, path: Path) -> Anchor:
         approximate=bool(entry.get("approximate", False)),
         envs=tuple(str(e) for e in envs),
         training_fitness=bool(entry.get("training_fitness", False)),
+        algo=str(entry.get("algo") or ""),
     )
 
 

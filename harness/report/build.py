@@ -843,6 +843,19 @@ class ReportBuilder:
             )
         return section
 
+    def projection(self) -> Section | None:
+        """Wall-clock as cores grow (:mod:`harness.report.projection`), where an env's runs
+        hold both families; the env's return level is the report's (:meth:`level_for`)."""
+        from harness.report import projection
+
+        dirs = [self.table.record(str(label)).path for label in self.runs["run"]]
+        levels = {
+            str(env): level
+            for env in self.runs["env"].astype(str).unique()
+            if (level := self.level_for(env)) is not None
+        }
+        return projection.report_section(dirs, self.out, levels)
+
     def wire(self) -> Section:
         section = Section("Bytes over the wire")
         long = d.bytes_frame(self.runs)
@@ -1245,6 +1258,7 @@ def _build_report(
         builder.profiles(),
         builder.episodes(),
         builder.scaling(),
+        builder.projection(),
         builder.wire(),
         builder.model_map(),
         *(_replay_sections(builder, unplayable) if replay else ()),

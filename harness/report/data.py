@@ -139,6 +139,7 @@ NOT_SETTINGS = frozenset(
     {
         "seed",
         "sweep",
+        "tuned",
         "ray_address",
         "checkpoint_every",
         "checkpoint_every_seconds",

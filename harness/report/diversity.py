@@ -10,8 +10,9 @@ episode becomes a behaviour descriptor:
   burnt (the env's own fuel cost: main engine 0.3 and side engines 0.03 per frame at
   full throttle), and the episode length;
 * locomotion (pybullet or MuJoCo bodies): the torso's final x and y (metres from the
-  start), mean absolute action (effort) and mean absolute change of action per step
-  (how jerky the gait is);
+  start, where :func:`envs.behaviour.body_position` says, as novelty search's behaviour
+  characterisation of these envs), mean absolute action (effort) and mean absolute change
+  of action per step (how jerky the gait is);
 * any other env: the mean of the first observation dimensions and of the actions.
 
 Descriptors are standardised by their spread over all episodes of the env. A run's
@@ -119,8 +120,9 @@ def behaviours(
     A run whose policy cannot be read or played is left out with one warning line
     (:class:`harness.report.frames.StoredPolicies`); the others are measured.
     """
+    from envs.behaviour import body_position
     from envs.registry import resolve_env_id
-    from harness.replay import body_position, play_episode
+    from harness.replay import play_episode
 
     policies = policies if policies is not None else StoredPolicies()
     seeds = eval_seeds(BEHAVIOUR_SEED, 0, EPISODES)

@@ -479,6 +479,8 @@ def episodes_figure(
         per_k = {k: [g for g in groups if group_k[g] == k] for k in ks}
         labelled: set[str] = set()
         for k, members in per_k.items():
+            if not members:  # this k's runs have no score here (none reached the budget)
+                continue
             offsets = np.linspace(-width, width, len(members)) if len(members) > 1 else [0.0]
             for offset, group in zip(offsets, members, strict=True):
                 algo = group_algo[group]

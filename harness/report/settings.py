@@ -49,6 +49,7 @@ HEADLINE = (
     "reward transform",
     "evaluation",
     "budget",
+    "tuned",
 )
 #: Top-level config keys ``harness run`` takes as flags (everything else goes through --set).
 FLAG_KEYS = (
@@ -68,8 +69,9 @@ FLAG_KEYS = (
 )
 #: Flags not spelled as their key.
 FLAG_SPELLINGS = {"imports": "--import"}
-#: Never part of a command: the sweep name is a label, not a knob of ``harness run``.
-NOT_COMMAND = ("sweep",)
+#: Never part of a command: the sweep name and a tuning study's provenance are labels, not
+#: knobs of ``harness run``.
+NOT_COMMAND = ("sweep", "tuned")
 
 
 def import_recorded_modules(
@@ -231,6 +233,8 @@ def headline(
         "evaluation": f"{_number(config.get('eval_episodes'))} episodes every "
         f"{_number(config.get('eval_every_timesteps'))} timesteps",
         "budget": budget_text(config),
+        # provenance of settings taken from a tuning study (a sweep file's `tuned:`)
+        "tuned": str(config["tuned"]) if _present(config.get("tuned")) else "—",
     }
 
 

@@ -25,6 +25,15 @@ combination is one *cell*, one Sacred run::
     overrides:                      # per-algorithm --set overrides (hyperparameters)
       optimes: [population=20]
       ppo: [n_steps=256]
+    tuned:                          # optional: run each algorithm A at the best trial of
+      study: lander                 # the study lander-A (`harness tune --study lander`)
+      storage: sqlite:///runs/_tune/tune.db   # its storage (any SQLAlchemy URL)
+
+With ``tuned:``, each cell of algorithm A gets the best trial's settings of the study
+``GROUP-A`` as ``--set`` overrides (and its episodes per fitness, if tuned), and records
+where they came from (study, trial, budget, seeds) in its ``tuned`` knob, which the
+report's settings table shows; a setting also given by the file, or a study of another
+env or algorithm, is refused (docs/tuning.md).
 
 Unknown keys are a usage error naming the key and the file. Each cell's
 config is built by :func:`harness.config.build_run_config`, as ``harness
@@ -49,7 +58,8 @@ shrink a shipped study to this machine without editing it, e.g.
 
 Resumption. A cell is *done* when the runs directory holds a ``COMPLETED``
 run whose config equals the cell's completed config on every key except
-``ray_address`` (where a run executed is not what it computed) and the knobs
+``ray_address`` (where a run executed is not what it computed) and ``tuned`` (the
+provenance text of tuned settings; the settings themselves count) and the knobs
 its algorithm does not use; keys only one of the two has (a knob added to the
 harness since) are not compared. The sweep name
 is part of that comparison, so a run is reused only by the sweep that made

@@ -1,7 +1,8 @@
 """A sweep cell's identity: the knobs that make a stored run the same cell.
 
 See "Resumption" in :mod:`harness.sweep`: the completed config minus
-``ray_address`` and minus the knobs the algorithm does not use; keys only one
+``ray_address`` and ``tuned`` (the provenance text of tuned settings, whose values
+count as any others) and minus the knobs the algorithm does not use; keys only one
 side has do not count.
 """
 
@@ -13,8 +14,9 @@ from typing import Any
 
 from harness import schema
 
-#: Config keys left out of a cell's identity (see the package docstring).
-IGNORED_IN_IDENTITY = ("ray_address",)
+#: Config keys left out of a cell's identity (see the package docstring): where a run
+#: executed, and the provenance text of tuned settings (the settings themselves count).
+IGNORED_IN_IDENTITY = ("ray_address", "tuned")
 
 
 def cell_identity(config: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ SWEEP_KEYS = (
     "jobs",
     "set",
     "overrides",
+    "tuned",
 )
 
 
@@ -133,6 +134,7 @@ def build_cell_config(
     per_algo: list[str],
     imports: list[str] | None = None,
     varied: dict[str, Any] | None = None,
+    tuned: str | None = None,
 ) -> dict[str, Any]:
     """A cell's completed run config, built by ``build_run_config`` as ``harness run`` does.
 
@@ -140,7 +142,8 @@ def build_cell_config(
     reach only the cells whose algorithm uses them; ``per_algo`` overrides are
     the user's word for this algorithm, so a knob it does not use is an error.
     ``varied``: the values of the grid's further keys, checked against this algorithm by
-    :func:`grid_key_applies`.
+    :func:`grid_key_applies`. ``tuned``: the provenance of tuned settings in ``per_algo``
+    (recorded as the run's ``tuned`` knob).
     """
     from algorithms.registry import family_of
     from harness.config import build_run_config, param_types, parse_assignment
@@ -189,6 +192,8 @@ def build_cell_config(
     )
     config = resolved.config
     config["sweep"] = name
+    if tuned is not None:
+        config["tuned"] = tuned
     return config
 
 
@@ -253,6 +258,48 @@ def _integers(key: str, values: list[Any], path: Path) -> list[Any]:
             raise SweepError(f"{path}: grid.{key} entries must be integers, got {value!r}")
         checked.append(number)
     return checked
+
+
+def _tuned_settings(
+    value: Any, algos: list[str], axes: dict[str, list[Any]], path: Path
+) -> dict[str, Any]:
+    """``tuned: {study: GROUP, storage: URL}``: each algorithm's best trial of the study
+    ``GROUP-ALGO`` (:func:`harness.tune.best.load_best`), by algorithm name."""
+    if value is None:
+        return {}
+    form = "tuned: {study: GROUP, storage: URL} (harness tune --study GROUP --storage URL)"
+    if not isinstance(value, dict) or set(value) != {"study", "storage"}:
+        raise SweepError(f"{path}: expected {form}, got {value!r}")
+    group, url = value["study"], value["storage"]
+    if not isinstance(group, str) or not isinstance(url, str):
+        raise SweepError(f"{path}: expected {form}, got {value!r}")
+    from harness.tune.best import TunedError, load_best, study_name
+
+    found = {}
+    for algo in algos:
+        try:
+            best = load_best(study_name(group, algo), url)
+        except TunedError as error:
+            raise SweepError(f"{path}: tuned: {error}") from None
+        if best.algo != algo:
+            raise SweepError(f"{path}: tuned: study {best.study} tuned {best.algo}, not {algo}")
+        episodes, _ = best.assignments()
+        if episodes is not None and len(axes["episodes"]) > 1:
+            raise SweepError(
+                f"{path}: tuned: study {best.study} sets episodes per fitness; "
+                "grid.episodes cannot vary it too"
+            )
+        found[algo] = best
+    return found
+
+
+def _check_tuned_env(best: Any, env: str, path: Path) -> None:
+    """Refuse settings tuned on another env than the cell's."""
+    from envs.registry import resolve_env_id
+
+    tuned_env = str(best.record.get("env"))
+    if resolve_env_id(tuned_env) != resolve_env_id(env):
+        raise SweepError(f"{path}: tuned: study {best.study} was tuned on {tuned_env}, not {env}")
 
 
 def load_sweep(
@@ -326,6 +373,17 @@ def load_sweep(
             get_algorithm(algo)
         except AlgorithmRegistryError as error:
             raise SweepError(f"{path}: overrides.{algo}: {error}") from None
+    tuned = _tuned_settings(data.get("tuned"), [str(a) for a in axes["algo"]], axes, path)
+    for algo, best in tuned.items():
+        _, sets = best.assignments()
+        tuned_keys = {a.partition("=")[0] for a in sets}
+        given = {a.partition("=")[0].strip() for a in per_algo.get(algo, [])} | set(further)
+        clash = sorted(tuned_keys & given)
+        if clash:
+            raise SweepError(
+                f"{path}: {clash[0]} of {algo} is set both by tuned: (study {best.study}) and "
+                "by the file's overrides or grid"
+            )
     description = data.get("description") or ""
     combinations = math.prod(len(values) for values in [*axes.values(), *further.values()])
     if max_cells is not None and combinations > max_cells:
@@ -365,20 +423,25 @@ def load_sweep(
             varied = {
                 key: value for key, value in zip(further, values, strict=True) if applies[key]
             }
+            best = tuned.get(str(algo))
+            tuned_episodes, tuned_sets = best.assignments() if best else (None, [])
             config = build_cell_config(
                 name=name,
                 algo=str(algo),
                 env=str(env),
                 seed=seed,
-                episodes=episodes,
+                episodes=tuned_episodes if tuned_episodes is not None else episodes,
                 workers=workers,
                 backend=None if backend is None else str(backend),
                 budget=budget,
                 common=common,
-                per_algo=per_algo.get(str(algo), []),
+                per_algo=[*per_algo.get(str(algo), []), *tuned_sets],
                 imports=imports,
                 varied=varied,
+                tuned=best.provenance() if best else None,
             )
+            if best is not None:
+                _check_tuned_env(best, str(env), path)
         except (AlgorithmRegistryError, ConfigError) as error:
             raise SweepError(f"{path}: cell algo={algo} env={env}: {error}") from None
         cells.append(Cell(len(cells), config, varied))

@@ -1,0 +1,1334 @@
+"""``harness bench project``: predicted wall-clock to a return as the cores grow, from stored runs.
+
+Salimans et al. (2017, arXiv 1703.03864) argue that evolution strategies reach a score
+sooner in wall-clock because they parallelise: a generation's episodes are independent.
+This bench puts that claim to the runs at hand. It reads stored runs (run directories,
+runs directories or run archives) of any algorithm and predicts, for each run and each
+core count ``W``, the wall-clock from launch until the run's evaluation return first
+reaches ``R`` (or, for a run that confirmed its own target ``R``, until the passed
+confirmation), from the run's own recorded costs. Nothing is rerun.
+
+The ES family (by the algorithm's declared family), per generation ``g`` up to the one
+that reached ``R``, with ``n`` tasks (candidates), ``S`` their summed seconds on the
+workers, ``L`` the longest task (the ``longest_task_s`` metric; runs recorded before it
+existed get it from the stragglers they measured at ``W > 1``, else the bound ``K x step
+cap x seconds per step``) and ``w`` workers used:
+
+* episode work: ``S / w``, or the mean task ``S / n`` once ``w >= n``;
+* stragglers: Graham's list-scheduling bound (1969) ``(1 - 1/w) L`` for ``w < n`` (an
+  upper bound: pessimistic for ES), ``L - S/n`` once every task has its own worker;
+* head update: the run's own head time (tell, ask, observation statistics), serial;
+* messages: ``(w + chunks(n, w)) x t_message + bytes / bandwidth`` through one head, with
+  ``t_message`` the run's own dispatch overhead per message (evaluate time less work,
+  stragglers and worker start-up, over its messages) and the bytes the run recorded,
+  the per-worker part (the generation's target) counted once per worker;
+* evaluation: the run's evaluation and confirmation seconds, their episodes spread over
+  ``min(w, episodes)`` workers.
+
+The RL family (PPO, A2C, SAC, TD3, TQC, RecurrentPPO): the run's rollout seconds (the
+``rollout_s`` metric) spread over ``min(W, n_envs)`` parallel envs, plus its update seconds
+(``update_s``), serial; runs recorded before the split count all of ``learn_s`` as
+rollout (optimistic for RL). PPO and A2C at their published ``n_envs`` cannot use more
+cores than envs. The variant "n_envs raised to W" spreads the same rollout work over ``W``
+envs; it assumes the same timesteps to ``R``, a sample-efficiency cost nobody measured.
+
+Both: start-up (process start, setup, worker start) and bookkeeping (checkpoints,
+logging) as the run measured them, held fixed. A run with ``W`` cores uses the number of
+workers ``w <= W`` that the model finds fastest, so a time never grows with the cores;
+an ES run never uses more workers than its population (the population cap) unless
+``--population-grows``. With ``--population-grows`` an ES uses all ``W`` cores and its
+population is ``population_per_worker x W`` (the run's knob, else its population over
+its workers);
+the head update grows in proportion and the generations to ``R`` stay the run's own,
+because the effect of a larger population on them is unmeasured, unless
+``--population-effect FILE`` gives measured generations per population.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness import rundir
+from harness.bench import format_table, save_json
+from harness.commands import UsageError, check_writable_dir
+
+#: Core counts of the projection unless ``--cores`` names others.
+DEFAULT_CORES = (1, 2, 4, 8, 16, 64, 256, 1440)
+#: The head's network bandwidth unless ``--bandwidth-gbps`` says otherwise (Gbit/s).
+DEFAULT_BANDWIDTH_GBPS = 10.0
+#: Default target without a reference: this fraction of the way from the runs' first
+#: evaluation (median) to the best final score the rule names (see :func:`choose_target`).
+TARGET_FRACTION = 0.9
+#: Task requests per worker of the process and Ray backends (guided self-scheduling).
+CHUNKS_PER_WORKER = 4
+#: ``harness bench scaling --json`` output whose measured cost of one posted message
+#: (``<backend>.w<W>.target_send_s`` over W, at its widest W) is the head's serial cost.
+MESSAGE_COSTS = Path(__file__).resolve().parents[2] / "reports" / "benchmarks" / "scaling_ant.json"
+#: ``harness bench ceiling --vec-envs 16 --json`` output on the development machine: the
+#: head's message cost per env step when RL steps its envs in subprocesses (W > 1)
+MACHINE_COSTS = MESSAGE_COSTS.parent / "projection_lander" / "machine.json"
+#: The model's terms, in the order tables list them.
+TERMS = (
+    "episode_work",
+    "stragglers",
+    "head_update",
+    "messages",
+    "evaluation",
+    "bookkeeping",
+    "startup",
+)
+TERM_HEADINGS = {
+    "episode_work": "episode work s",
+    "stragglers": "stragglers s",
+    "head_update": "head update s",
+    "messages": "messages s",
+    "evaluation": "eval s",
+    "bookkeeping": "bookkeeping s",
+    "startup": "start-up s",
+}
+#: ``time_<part>_s`` parts the model holds fixed, by term.
+STARTUP_PARTS = ("process_start", "setup", "worker_start")
+BOOKKEEPING_PARTS = ("checkpoint", "logging", "other")
+
+
+# -- what a run recorded -----------------------------------------------------------------------
+
+
+@dataclass
+class RunCosts:
+    """What the model needs of one stored run, read from its records (never rerun).
+
+    Per-step arrays are indexed by step - 1 (step 1 is the first generation or chunk).
+    """
+
+    label: str
+    algo: str
+    family: str
+    env: str
+    gym_id: str
+    seed: int
+    workers: int
+    eval_episodes: int
+    confirm_episodes: int
+    target_return: float | None
+    #: cumulative training timesteps after each step
+    timesteps: np.ndarray
+    #: (step, evaluation return) of every evaluation, in step order
+    evals: list[tuple[int, float]]
+    #: steps whose confirmation of the run's own target passed
+    confirmed_steps: list[int]
+    #: cumulative seconds per part (``time_<part>_s``) at each evaluation step
+    parts: dict[int, dict[str, float]]
+    #: ES: tasks, summed task seconds, longest task, dispatch gaps and bytes per generation
+    tasks: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    work_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    longest_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    longest_source: str = ""
+    message_s: float = 0.0
+    target_bytes: float = 0.0
+    task_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sync: str = "broadcast"
+    backend: str = "process"
+    population_per_worker: float | None = None
+    #: RL: rollout and update seconds per chunk, and the envs that stepped in parallel
+    rollout_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    update_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    split_recorded: bool = True
+    n_envs: int = 1
+    parallel_envs: int = 1
+    #: resumed at another worker count part of the way: no one W's measured time
+    mixed_workers: bool = False
+
+    @property
+    def population(self) -> int:
+        """Tasks per generation (the median over the run; 0 for RL)."""
+        return int(np.median(self.tasks)) if self.tasks.size else 0
+
+    @property
+    def first_return(self) -> float:
+        return self.evals[0][1] if self.evals else math.nan
+
+    @property
+    def final_return(self) -> float:
+        return self.evals[-1][1] if self.evals else math.nan
+
+
+def _series(metrics: dict[str, Any], name: str, steps: int) -> np.ndarray:
+    """A metric as one value per step 1..``steps`` (NaN where it was not logged)."""
+    out = np.full(steps, np.nan)
+    series = metrics.get(name)
+    if not series:
+        return out
+    for step, value in zip(series["steps"], series["values"], strict=True):
+        if 1 <= int(step) <= steps and isinstance(value, (int, float)):
+            out[int(step) - 1] = float(value)
+    return out
+
+
+def _points(metrics: dict[str, Any], name: str) -> list[tuple[int, float]]:
+    series = metrics.get(name) or {"steps": [], "values": []}
+    return [
+        (int(s), float(v))
+        for s, v in zip(series["steps"], series["values"], strict=True)
+        if isinstance(v, (int, float)) and math.isfinite(float(v))
+    ]
+
+
+def _step_cap(config: dict[str, Any], gym_id: str) -> int | None:
+    """The episode step cap: the run's ``max_episode_steps``, else the env's registered one
+    (``gym_id``: the id the run resolved its env to)."""
+    if config.get("max_episode_steps"):
+        return int(config["max_episode_steps"])
+    try:
+        import gymnasium as gym
+
+        from envs.registry import register_pybullet_envs
+
+        if gym_id not in gym.registry and "Bullet" in gym_id:
+            register_pybullet_envs()
+        cap = gym.spec(gym_id).max_episode_steps
+    except Exception:  # an env this process cannot resolve: no cap known
+        return None
+    return int(cap) if cap else None
+
+
+def _gym_id(env: str) -> str:
+    """The gymnasium id of a run's env name (the name itself where it cannot be resolved)."""
+    try:
+        from envs.registry import resolve_env_id
+
+        return resolve_env_id(env)
+    except Exception:  # a plugin env this process did not import
+        return env
+
+
+def workers_per_step(config: dict[str, Any], run: dict[str, Any], steps: int) -> np.ndarray:
+    """The workers each step ran with: the config's, changed where a resume changed them
+    (``run.json``'s ``resumed`` entries: ``from_step``, ``previous_workers``, ``workers``)."""
+    entries = [e for e in run.get("resumed") or [] if isinstance(e, dict)]
+    first = next((e.get("previous_workers") for e in entries if "previous_workers" in e), None)
+    out = np.full(steps, float(first or config.get("workers") or 1))
+    for entry in entries:
+        if isinstance(entry.get("workers"), int) and isinstance(entry.get("from_step"), int):
+            out[int(entry["from_step"]) :] = float(entry["workers"])
+    return out
+
+
+def _target_bytes(params: float, obs_dim: int, vector_tasks: bool, sync: str, tasks: int) -> float:
+    """Bytes every worker is sent once per generation: the replica's update in replicated
+    mode, a broadcast without centre where candidates travel in their tasks, else the
+    broadcast with the centre (and per-coordinate sigma and observation statistics, the
+    largest it can be)."""
+    from evaluation.protocol import Broadcast
+    from evaluation.worker import encode
+
+    if not math.isfinite(params) or params <= 0:
+        return 0.0
+    dim = int(params)
+    if sync == "seeds":
+        from harness.bench.scaling import message_bytes
+
+        sizes = message_bytes(max(tasks, 2), dim, max(obs_dim, 1))
+        return float(sizes["replica_ref"] + sizes["update"] + sizes["checksum"])
+    if vector_tasks:
+        return float(len(encode(("broadcast", Broadcast(0, None, 0.0, None, None)))))
+    vector = np.zeros(dim, np.float32)
+    obs = np.zeros(max(obs_dim, 1), np.float32)
+    return float(len(encode(("broadcast", Broadcast(0, vector, vector, obs, obs)))))
+
+
+def _chunks(tasks: int, workers: int, per_worker: int = CHUNKS_PER_WORKER) -> int:
+    """:func:`evaluation.backends.chunk_count` in closed steps: the chunks of one size are
+    counted at once (``ceil(remaining / (per_worker x workers))`` tasks each)."""
+    count, remaining, slots = 0, int(tasks), per_worker * int(workers)
+    while remaining > 0:
+        size = -(-remaining // slots)
+        if size == 1:
+            return count + remaining
+        same = -(-(remaining - (size - 1) * slots) // size)
+        count += same
+        remaining -= same * size
+    return count
+
+
+def read_costs(run_dir: Path) -> RunCosts | str:
+    """The model's inputs from one run directory, or one line saying why it has none."""
+    from algorithms.registry import family_of
+
+    try:
+        record = rundir.read_run(run_dir)
+    except rundir.UnreadableRun as error:
+        return f"unreadable: {error}"
+    if record.status != "COMPLETED":
+        return f"status {record.status}"
+    config = record.config
+    algo = str(config.get("algo"))
+    family = family_of(algo)
+    if family is None:
+        return f"algorithm {algo!r} unknown here (its module not imported: --import MODULE)"
+    metrics = record.metrics
+    if "timesteps" not in metrics or "eval_return_mean" not in metrics:
+        return "no timesteps or evaluation metrics"
+    if not any(name.startswith("time_") for name in metrics):
+        return "no time_<part>_s metrics (recorded by the harness since its time breakdown)"
+    steps = max(int(s) for s in metrics["timesteps"]["steps"])
+    summary_path = run_dir / rundir.SUMMARY
+    summary = rundir.read_json(summary_path) if summary_path.is_file() else {}
+    summary = summary if isinstance(summary, dict) else {}
+    parts: dict[int, dict[str, float]] = {}
+    for name in metrics:
+        if name.startswith("time_") and name.endswith("_s"):
+            part = name.removeprefix("time_").removesuffix("_s")
+            for step, value in _points(metrics, name):
+                parts.setdefault(step, {})[part] = value
+    params = config.get("params") or {}
+    workers = int(config.get("workers") or 1)
+    timesteps = _series(metrics, "timesteps", steps)
+    per_step = workers_per_step(config, record.run, steps)
+    costs = RunCosts(
+        label=rundir.stored_location(run_dir),
+        algo=algo,
+        family=family,
+        env=str(config.get("env")),
+        gym_id=str(summary.get("env") or _gym_id(str(config.get("env")))),
+        seed=int(config.get("seed") or 0),
+        workers=workers,
+        eval_episodes=int(config.get("eval_episodes") or 1),
+        confirm_episodes=int(config.get("confirm_episodes") or 0),
+        target_return=(
+            float(config["target_return"]) if config.get("target_return") is not None else None
+        ),
+        timesteps=timesteps,
+        evals=_points(metrics, "eval_return_mean"),
+        confirmed_steps=[s for s, v in _points(metrics, "confirm_passed") if v >= 1.0],
+        parts=parts,
+        mixed_workers=bool((per_step != workers).any()),
+    )
+    if family == "es":
+        return _es_costs(costs, config, metrics, steps, run_dir, per_step)
+    learn = _series(metrics, "learn_s", steps)
+    rollout = _series(metrics, "rollout_s", steps)
+    costs.split_recorded = bool(np.isfinite(rollout).any())
+    costs.rollout_s = np.nan_to_num(rollout if costs.split_recorded else learn)
+    costs.update_s = (
+        np.nan_to_num(_series(metrics, "update_s", steps))
+        if costs.split_recorded
+        else np.zeros(steps)
+    )
+    costs.n_envs = int(params.get("n_envs") or 1)
+    kind = str(params.get("vec_env") or "auto")
+    if kind == "auto":
+        kind = "subproc" if workers > 1 else "dummy"
+    costs.parallel_envs = min(workers, costs.n_envs) if kind == "subproc" else 1
+    return costs
+
+
+def _es_costs(
+    costs: RunCosts,
+    config: dict[str, Any],
+    metrics: dict[str, Any],
+    steps: int,
+    run_dir: Path,
+    per_step: np.ndarray,
+) -> RunCosts | str:
+    if "worker_seconds" not in metrics:
+        return "no worker_seconds metric"
+    per_fitness = max(int(config.get("episodes") or 1), 1)
+    episodes = _series(metrics, "episodes", steps)
+    tasks = np.diff(np.concatenate([[0.0], np.nan_to_num(episodes)])) / per_fitness
+    costs.tasks = np.maximum(np.round(tasks), 1.0)
+    costs.work_s = np.nan_to_num(_series(metrics, "worker_seconds", steps))
+    gen_steps = np.diff(np.concatenate([[0.0], np.nan_to_num(costs.timesteps)]))
+    longest = _series(metrics, "longest_task_s", steps)
+    stragglers = _series(metrics, "straggler_s", steps)
+    if np.isfinite(longest).all():
+        costs.longest_s = longest
+        costs.longest_source = "recorded"
+    elif (per_step > 1).all() and np.isfinite(stragglers).all():
+        # the model's own straggler term, (1 - 1/W) L, inverted at the run's W
+        costs.longest_s = np.minimum(stragglers / (1 - 1 / per_step), costs.work_s)
+        costs.longest_source = "from the stragglers measured at the run's W (not recorded)"
+    else:
+        cap = _step_cap(config, costs.gym_id)
+        step_s = costs.work_s / np.maximum(gen_steps, 1.0)
+        if cap is not None:
+            costs.longest_s = np.minimum(per_fitness * cap * step_s, costs.work_s)
+            costs.longest_source = f"bound: {per_fitness} x {cap}-step cap (not recorded)"
+        else:
+            costs.longest_s = costs.work_s / costs.tasks
+            costs.longest_source = "mean task (not recorded, no step cap known)"
+    costs.longest_s = np.maximum(np.nan_to_num(costs.longest_s), costs.work_s / costs.tasks)
+    costs.sync = str(config.get("sync") or "broadcast")
+    costs.backend = str(config.get("backend") or "process")
+    w = costs.workers
+    evaluate = np.nan_to_num(_series(metrics, "evaluate_s", steps))
+    idle = np.nan_to_num(_series(metrics, "straggler_s", steps)) + np.nan_to_num(
+        _series(metrics, "worker_start_s", steps)
+    )
+    # each worker's time in the evaluate call less its work and its idle: the round trips
+    gaps = np.maximum(evaluate - costs.work_s / per_step - idle, 0.0) * per_step
+    pairs = sorted(set(zip(costs.tasks.astype(int), per_step.astype(int), strict=True)))
+    count = {(n, k): _messages(int(n), min(int(k), int(n)), costs.sync) for n, k in pairs}
+    messages = sum(count[(int(n), int(k))] for n, k in zip(costs.tasks, per_step, strict=True))
+    costs.message_s = float(gaps.sum() / messages) if messages else 0.0
+    spec_path = run_dir / rundir.POLICY_SPEC
+    params, obs_dim = math.nan, 0
+    if spec_path.is_file():
+        try:
+            from envs.policies import PolicySpec
+
+            spec = PolicySpec.from_dict(rundir.read_json(spec_path))
+            params, obs_dim = float(spec.num_params), int(spec.obs_dim)
+        except (rundir.UnreadableRun, TypeError, ValueError, KeyError):
+            pass
+    to_workers = np.nan_to_num(_series(metrics, "bytes_to_workers", steps))
+    from_workers = np.nan_to_num(_series(metrics, "bytes_from_workers", steps))
+    per_task = float(np.median(to_workers / costs.tasks)) if steps else 0.0
+    vector_tasks = math.isfinite(params) and per_task >= 4 * params
+    target = _target_bytes(params, obs_dim, vector_tasks, costs.sync, costs.population)
+    # the records win: a worker cannot have been sent more than the generation sent
+    costs.target_bytes = min(target, float(np.median(to_workers)) / w) if steps else 0.0
+    costs.task_bytes = np.maximum(to_workers + from_workers - w * costs.target_bytes, 0.0)
+    per_worker = config.get("population_per_worker")
+    costs.population_per_worker = (
+        float(per_worker) if per_worker else max(costs.population / w, 1.0)
+    )
+    return costs
+
+
+def _messages(tasks: int, workers: int, sync: str) -> int:
+    """Messages the head sends per generation: one target per worker and the task requests
+    (replicated mode as implemented: also an update out and a checksum back per worker)."""
+    extra = 2 * workers if sync == "seeds" else 0
+    return workers + _chunks(tasks, workers) + extra
+
+
+# -- reaching the target -----------------------------------------------------------------------
+
+
+def reached_step(costs: RunCosts, target: float) -> int | None:
+    """The step at which the run reached ``target``: its passed confirmation where the run's
+    own target was ``target`` and it confirmed it, else its first evaluation at or above."""
+    if (
+        costs.target_return is not None
+        and math.isclose(costs.target_return, target)
+        and costs.confirmed_steps
+    ):
+        return costs.confirmed_steps[0]
+    for step, value in costs.evals:
+        if value >= target:
+            return step
+    return None
+
+
+def measured_seconds(costs: RunCosts, step: int) -> float | None:
+    """The run's own wall-clock from launch to the end of the evaluation (and confirmation)
+    at ``step``: every ``time_<part>_s`` total logged there (None for a run resumed at
+    another worker count on the way: its time is no one worker count's)."""
+    parts = costs.parts.get(step)
+    if costs.mixed_workers:
+        return None
+    return float(sum(parts.values())) if parts else None
+
+
+def message_costs(path: Path = MESSAGE_COSTS) -> tuple[dict[str, float], str]:
+    """The head's measured seconds per posted message, per backend, from a ``harness bench
+    scaling --json`` file (``target_send_s`` at its widest W, over W), and a phrase naming
+    them; empty where the file is absent or holds none."""
+    if not path.is_file():
+        return {}, ""
+    try:
+        data = rundir.read_json(path)
+    except rundir.UnreadableRun:
+        return {}, ""
+    widest: dict[str, tuple[int, float]] = {}
+    for key, value in (data if isinstance(data, dict) else {}).items():
+        parts = str(key).split(".")
+        if (
+            len(parts) == 3
+            and parts[2] == "target_send_s"
+            and parts[1][:1] == "w"
+            and parts[1][1:].isdigit()
+            and isinstance(value, (int, float))
+        ):
+            w = int(parts[1][1:])
+            if w > widest.get(parts[0], (0, 0.0))[0]:
+                widest[parts[0]] = (w, float(value) / w)
+    costs = {backend: seconds for backend, (_, seconds) in widest.items()}
+    if not costs:
+        return {}, ""
+    where = path.name if path == MESSAGE_COSTS else str(path)
+    text = ", ".join(f"{b} {s * 1e6:.0f} us" for b, s in sorted(costs.items()))
+    return costs, f"the head's measured cost per message ({text}; {where})"
+
+
+def machine_costs(path: Path | None = MACHINE_COSTS) -> tuple[float, float, str]:
+    """``(env_step_s, subproc_message_s, phrase)`` from a ``harness bench ceiling --vec-envs N
+    --json`` file: one env step in-process, and the serial message cost per env step of
+    SB3's ``SubprocVecEnv``; zeros and "" where no file is given or it holds neither."""
+    if path is None or not path.is_file():
+        return 0.0, 0.0, ""
+    try:
+        data = rundir.read_json(path)
+    except rundir.UnreadableRun:
+        return 0.0, 0.0, ""
+    data = data if isinstance(data, dict) else {}
+    rate, message = data.get("dummy_steps_per_s"), data.get("subproc_message_s")
+    if not isinstance(rate, (int, float)) or not isinstance(message, (int, float)) or rate <= 0:
+        return 0.0, 0.0, ""
+    phrase = (
+        f"RL env processes cost {float(message) * 1e6:.0f} us of the head's time per env step "
+        f"in messages and an env step {1e6 / float(rate):.0f} us ({path.name})"
+    )
+    return 1.0 / float(rate), float(message), phrase
+
+
+# -- the model ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the model assumes beyond the run's records."""
+
+    bandwidth_gbps: float = DEFAULT_BANDWIDTH_GBPS
+    population_grows: bool = False
+    #: measured generations to the target per population (``--population-effect``)
+    population_effect: dict[int, float] = field(default_factory=dict)
+    #: "parallel": evaluation episodes spread over the cores for both families; "as-run":
+    #: as the harness runs them (RL evaluates in its head, one episode after another)
+    rl_eval: str = "parallel"
+    #: the head's own seconds per posted message, per backend (:func:`message_costs`);
+    #: a backend missing here counts each run's whole round trip as serial
+    head_message_s: dict[str, float] = field(default_factory=dict)
+    head_message_source: str = ""
+    #: RL in env subprocesses (W > 1): one env step's seconds and the head's serial message
+    #: seconds per env step (:func:`machine_costs`); 0 where unmeasured
+    env_step_s: float = 0.0
+    subproc_message_s: float = 0.0
+    machine_source: str = ""
+
+    def head_cost(self, backend: str) -> float | None:
+        """The head's serial seconds per message for runs of ``backend`` (None: unknown)."""
+        return self.head_message_s.get("ray" if backend == "ray" else "process")
+
+    def lines(self) -> list[str]:
+        """The assumptions in two lines for tables and reports."""
+        population = (
+            "the population grows with the workers (population_per_worker x W); its effect "
+            "on generations to the target is "
+            + ("measured (--population-effect)" if self.population_effect else "unmeasured")
+            if self.population_grows
+            else "each run's population is fixed, so an ES uses at most that many workers"
+        )
+        return [
+            f"One head sends every message in turn over a {self.bandwidth_gbps:g} Gbit/s link "
+            + (
+                f"at {self.head_message_source}"
+                if self.head_message_s
+                else "at each run's whole round trip per message (no measured head cost)"
+            )
+            + ", each worker waits its own round trips as the run measured them; start-up "
+            "and bookkeeping as measured, held fixed.",
+            f"{population[0].upper()}{population[1:]}; RL steps min(W, n_envs) envs in "
+            "parallel and updates serially; evaluation episodes spread over the cores "
+            + ("for both families." if self.rl_eval == "parallel" else "for ES (RL: in series).")
+            + (
+                f" At W > 1 {self.machine_source}."
+                if self.machine_source
+                else " RL env processes' messages are not modelled (no --machine file):"
+                " optimistic for RL on cheap envs."
+            ),
+        ]
+
+
+@dataclass
+class Point:
+    """The model at one core count."""
+
+    cores: int
+    workers: int
+    seconds: float
+    terms: dict[str, float]
+    population: int | None = None
+    generations: int = 0
+
+
+def _fixed(costs: RunCosts, step: int, names: Iterable[str]) -> float:
+    parts = costs.parts.get(step, {})
+    return float(sum(parts.get(name, 0.0) for name in names))
+
+
+def _eval_factor(costs: RunCosts, workers: int, episodes: int, assumptions: Assumptions) -> float:
+    """Evaluation seconds at ``workers`` over those the run spent (episodes in rounds)."""
+    episodes = max(episodes, 1)
+    if costs.family == "rl":
+        if assumptions.rl_eval != "parallel":
+            return 1.0
+        return math.ceil(episodes / workers) / episodes
+    return math.ceil(episodes / workers) / math.ceil(episodes / min(costs.workers, episodes))
+
+
+def _evaluation(costs: RunCosts, step: int, workers: int, assumptions: Assumptions) -> float:
+    parts = costs.parts.get(step, {})
+    return parts.get("evaluation", 0.0) * _eval_factor(
+        costs, workers, costs.eval_episodes, assumptions
+    ) + parts.get("confirmation", 0.0) * _eval_factor(
+        costs, workers, costs.confirm_episodes, assumptions
+    )
+
+
+def es_point(costs: RunCosts, step: int, workers: int, assumptions: Assumptions) -> Point:
+    """The ES model at exactly ``workers`` workers, for the generations up to ``step``."""
+    n = costs.tasks[:step]
+    work, longest, task_bytes = costs.work_s[:step], costs.longest_s[:step], costs.task_bytes[:step]
+    head = _fixed(costs, step, ("head_update", "obs_sync"))
+    generations, population, weight = step, None, 1.0
+    if assumptions.population_grows:
+        population = max(round((costs.population_per_worker or 1.0) * workers), 1)
+        grow = population / n
+        work, task_bytes, n = work * grow, task_bytes * grow, np.full(n.shape, float(population))
+        head *= population / max(costs.population, 1)
+        measured = assumptions.population_effect.get(population)
+        if measured is not None:  # measured generations at this population, each at the mean
+            weight = measured / step
+            head *= weight
+            generations = round(measured)
+    w = float(workers)
+    spread = w < n
+    episode_work = np.where(spread, work / w, work / n)
+    stragglers = np.where(spread, (1 - 1 / w) * longest, np.maximum(longest - work / n, 0.0))
+    sizes, index = np.unique(n, return_inverse=True)
+    counts = np.array([_messages(int(k), min(workers, int(k)), costs.sync) for k in sizes])[index]
+    data = task_bytes + np.minimum(w, n) * costs.target_bytes
+    bandwidth = assumptions.bandwidth_gbps * 1e9 / 8
+    # the head posts and reads every message in turn; each worker also waits the rest of a
+    # round trip per message of its own, in parallel with the others
+    head_s = min(assumptions.head_cost(costs.backend) or costs.message_s, costs.message_s)
+    trips = counts / np.minimum(w, n) * (costs.message_s - head_s)
+    terms = {
+        "episode_work": float(episode_work.sum()) * weight,
+        "stragglers": float(stragglers.sum()) * weight,
+        "head_update": head,
+        "messages": float((counts * head_s + trips + data / bandwidth).sum()) * weight,
+        "evaluation": _evaluation(costs, step, workers, assumptions),
+        "bookkeeping": _fixed(costs, step, BOOKKEEPING_PARTS),
+        "startup": _fixed(costs, step, STARTUP_PARTS),
+    }
+    return Point(workers, workers, sum(terms.values()), terms, population, generations)
+
+
+def rl_point(
+    costs: RunCosts, step: int, workers: int, assumptions: Assumptions, envs_grow: bool = False
+) -> Point:
+    """The RL model at ``workers`` cores, for the chunks up to ``step``: rollouts over
+    ``min(workers, n_envs)`` envs (``envs_grow``: over ``workers`` envs), updates serial."""
+    envs = workers if envs_grow else min(workers, costs.n_envs)
+    serial_rollout = float(costs.rollout_s[:step].sum()) * costs.parallel_envs
+    episode_work, messages = serial_rollout / envs, 0.0
+    if workers > 1 and assumptions.env_step_s > 0:
+        # env steps spread over the env processes; the policy and the buffer stay in the
+        # head, which also sends and awaits every env's step in turn
+        steps_taken = float(np.nan_to_num(costs.timesteps[step - 1]))
+        env_part = min(serial_rollout, steps_taken * assumptions.env_step_s)
+        episode_work = serial_rollout - env_part + env_part / envs
+        messages = steps_taken * assumptions.subproc_message_s
+    terms = {
+        "episode_work": episode_work,
+        "stragglers": 0.0,
+        "head_update": float(costs.update_s[:step].sum()),
+        "messages": messages,
+        "evaluation": _evaluation(costs, step, workers, assumptions),
+        "bookkeeping": _fixed(costs, step, BOOKKEEPING_PARTS),
+        "startup": _fixed(costs, step, STARTUP_PARTS),
+    }
+    return Point(workers, envs, sum(terms.values()), terms, None, step)
+
+
+def point(costs: RunCosts, step: int, workers: int, assumptions: Assumptions) -> Point:
+    """The model of ``costs``'s family at exactly ``workers`` workers (no choice of fewer)."""
+    if costs.family == "es":
+        return es_point(costs, step, workers, assumptions)
+    return rl_point(costs, step, workers, assumptions)
+
+
+@dataclass
+class Projection:
+    """One run's predicted time to the target at each core count."""
+
+    costs: RunCosts
+    target: float
+    step: int | None
+    timesteps: float | None
+    measured_s: float | None
+    points: list[Point]
+    #: RL only: the same with ``n_envs`` raised to the cores (same timesteps assumed)
+    envs_raised: list[Point]
+    notes: list[str]
+
+    @property
+    def reached(self) -> bool:
+        return self.step is not None
+
+
+def _best_up_to(candidates: dict[int, Point], cores: Sequence[int]) -> list[Point]:
+    """At each core count, the fastest point with at most that many workers."""
+    out = []
+    best: Point | None = None
+    ordered = sorted(candidates)
+    index = 0
+    for c in sorted(cores):
+        while index < len(ordered) and ordered[index] <= c:
+            candidate = candidates[ordered[index]]
+            if best is None or candidate.seconds < best.seconds:
+                best = candidate
+            index += 1
+        assert best is not None
+        out.append(
+            Point(c, best.workers, best.seconds, best.terms, best.population, best.generations)
+        )
+    order = {c: i for i, c in enumerate(sorted(cores))}
+    return [out[order[c]] for c in cores]
+
+
+def project(
+    costs: RunCosts, target: float, cores: Sequence[int], assumptions: Assumptions
+) -> Projection:
+    """Predict ``costs``'s time to ``target`` at each of ``cores`` (see the module docstring)."""
+    step = reached_step(costs, target)
+    notes: list[str] = []
+    if costs.mixed_workers:
+        notes.append("resumed at other worker counts on the way: no measured time at one W")
+    if costs.family == "es":
+        notes.append(f"longest task: {costs.longest_source}")
+    elif not costs.split_recorded:
+        notes.append(
+            "rollout/update split not recorded: all of learn_s counted as rollout "
+            "(optimistic for RL)"
+        )
+    if step is None:
+        best = max((v for _, v in costs.evals), default=math.nan)
+        notes.append(f"never reached {target:g} (best evaluation {best:.4g})")
+        return Projection(costs, target, None, None, None, [], [], notes)
+    top = max(cores)
+    if costs.family == "es":
+        cap = top if assumptions.population_grows else min(top, int(costs.tasks[:step].max()))
+        if not assumptions.population_grows and top > cap:
+            notes.append(f"population cap: at most {cap} workers (one per candidate)")
+    else:
+        cap = min(top, costs.n_envs)
+        if top > cap:
+            notes.append(f"at most n_envs = {costs.n_envs} cores (its published n_envs)")
+    if costs.family == "es" and assumptions.population_grows:
+        # the population follows the cores: every core is used, whatever that costs
+        points = [point(costs, step, c, assumptions) for c in cores]
+    else:
+        candidates = {w: point(costs, step, w, assumptions) for w in range(1, cap + 1)}
+        points = _best_up_to(candidates, cores)
+    raised: list[Point] = []
+    if costs.family == "rl":
+        raised = [rl_point(costs, step, c, assumptions, envs_grow=True) for c in cores]
+    return Projection(
+        costs,
+        target,
+        step,
+        float(costs.timesteps[step - 1]),
+        measured_seconds(costs, step),
+        points,
+        raised,
+        notes,
+    )
+
+
+# -- the target --------------------------------------------------------------------------------
+
+
+def final_median(projections: Iterable[RunCosts]) -> float:
+    """The median over runs of their last evaluation return."""
+    finals = [c.final_return for c in projections if math.isfinite(c.final_return)]
+    return float(statistics.median(finals)) if finals else math.nan
+
+
+def choose_target(
+    runs: Sequence[RunCosts], reference: tuple[float, str] | None
+) -> tuple[float, str] | None:
+    """The return level of one env's comparison, and where it comes from.
+
+    The reference (the env's solved threshold, the benchmark task's reference score) where
+    every family present has an algorithm whose median run reaches it; else
+    :data:`TARGET_FRACTION` of the way from the runs' first evaluation (median) to the
+    lower of the families' best median final score (with both families: a score both
+    reach; with RL alone: the best RL's final score); else the reference; else None.
+    """
+    families: dict[str, dict[str, list[RunCosts]]] = {}
+    for costs in runs:
+        families.setdefault(costs.family, {}).setdefault(costs.algo, []).append(costs)
+    if not families:
+        return reference
+
+    def majority_reach(level: float) -> bool:
+        return all(
+            any(
+                sum(reached_step(c, level) is not None for c in members) * 2 > len(members)
+                for members in algos.values()
+            )
+            for algos in families.values()
+        )
+
+    if reference is not None and majority_reach(reference[0]):
+        return reference
+    if "rl" in families:
+        best = {
+            family: max(final_median(members) for members in algos.values())
+            for family, algos in families.items()
+        }
+        first = float(statistics.median(c.first_return for c in runs if c.evals))
+        lower = min(best.values())
+        if math.isfinite(lower) and lower > first:
+            level = first + TARGET_FRACTION * (lower - first)
+            whose = (
+                "the lower of the best ES's and the best RL's median final score"
+                if len(best) > 1
+                else "the best RL's median final score"
+            )
+            return level, (
+                f"{TARGET_FRACTION:g} of the way from the first evaluation ({first:.4g}) to "
+                f"{whose} ({lower:.4g})"
+                + (f"; the reference {reference[0]:g} is not reached" if reference else "")
+            )
+    return reference
+
+
+def anchor_reference(gym_id: str, env: str) -> tuple[float, str] | None:
+    """The env's solved threshold from ``experiments/anchors.yaml``, if it lists one."""
+    from harness.report.anchors import AnchorError, load_anchors
+
+    try:
+        anchors = load_anchors()
+    except AnchorError:
+        return None
+    for anchor in anchors:
+        if anchor.kind == "threshold" and anchor.applies_to(env, gym_id):
+            return anchor.value, f"the solved threshold {anchor.value:g} ({anchor.source})"
+    return None
+
+
+# -- per algorithm -----------------------------------------------------------------------------
+
+
+@dataclass
+class AlgorithmProjection:
+    """One algorithm's runs on one env: the median run's projection at each core count."""
+
+    env: str
+    algo: str
+    family: str
+    target: float
+    #: the runs projected (those at the fewest workers this algorithm was run with)
+    runs: list[Projection]
+    #: (cores, median seconds or None, reached count, the median run's point)
+    median: list[tuple[int, float | None, Point | None]]
+    #: measured medians per recorded worker count: (workers, seconds, runs that reached)
+    measured: list[tuple[int, float, int, int]]
+    notes: list[str]
+
+    @property
+    def reached(self) -> int:
+        return sum(p.reached for p in self.runs)
+
+
+def lower_median(values: Sequence[float | None]) -> float | None:
+    """The lower median with a missing value (a run that never reached) counted as the
+    longest; None when half or more are missing, so a median always is one run's time."""
+    ordered = sorted(math.inf if v is None else v for v in values)
+    if not ordered or not math.isfinite(ordered[(len(ordered) - 1) // 2]):
+        return None
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _median_point(points: list[Point | None]) -> Point | None:
+    """The lower-median run's point (a point, so its terms sum to its time), None when
+    fewer than half the runs reached the target."""
+    times = sorted((p.seconds if p is not None else math.inf, i) for i, p in enumerate(points))
+    if not times:
+        return None
+    seconds, index = times[(len(times) - 1) // 2]
+    return points[index] if math.isfinite(seconds) else None
+
+
+def by_algorithm(
+    projections: Sequence[Projection], cores: Sequence[int]
+) -> list[AlgorithmProjection]:
+    """Group the runs' projections per (env, algorithm): medians over the runs at the fewest
+    workers, and the measured times at every worker count recorded."""
+    groups: dict[tuple[str, str], list[Projection]] = {}
+    for item in projections:
+        groups.setdefault((item.costs.env, item.costs.algo), []).append(item)
+    out = []
+    for (env, algo), members in sorted(groups.items()):
+        fewest = min(m.costs.workers for m in members)
+        base = [m for m in members if m.costs.workers == fewest]
+        median: list[tuple[int, float | None, Point | None]] = []
+        for i, c in enumerate(cores):
+            chosen = _median_point([m.points[i] if m.reached else None for m in base])
+            median.append((c, chosen.seconds if chosen else None, chosen))
+        measured = []
+        one_w = [m for m in members if not m.costs.mixed_workers]
+        for w in sorted({m.costs.workers for m in one_w}):
+            at_w = [m for m in one_w if m.costs.workers == w]
+            times = [m.measured_s for m in at_w if m.measured_s is not None]
+            seconds = lower_median([m.measured_s for m in at_w])
+            if seconds is not None:
+                measured.append((w, seconds, len(times), len(at_w)))
+        notes = sorted({note for m in base for note in m.notes if not note.startswith("never")})
+        out.append(
+            AlgorithmProjection(
+                env, algo, members[0].costs.family, members[0].target, base, median, measured, notes
+            )
+        )
+    return out
+
+
+def es_first_from(
+    es: Sequence[tuple[int, float | None]], rl: Sequence[tuple[int, float | None]]
+) -> int | None:
+    """The fewest cores from which ES is faster at every larger core count listed, or None."""
+    first: int | None = None
+    for (c, e), (_, r) in zip(es, rl, strict=True):
+        wins = e is not None and (r is None or e < r)
+        if wins and first is None:
+            first = c
+        elif not wins:
+            first = None
+    return first
+
+
+def best_of(
+    algorithms: Sequence[AlgorithmProjection], family: str, cores: Sequence[int]
+) -> list[tuple[int, float | None, str]]:
+    """Per core count, the fastest median time among ``family``'s algorithms, and whose."""
+    out = []
+    for i, c in enumerate(cores):
+        best: tuple[float, str] | None = None
+        for item in algorithms:
+            seconds = item.median[i][1]
+            if (
+                item.family == family
+                and seconds is not None
+                and (best is None or seconds < best[0])
+            ):
+                best = (seconds, item.algo)
+        out.append((c, best[0] if best else None, best[1] if best else "—"))
+    return out
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def _finite(name: str) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
+        return value
+
+    return parse
+
+
+def _positive_int(name: str) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be positive, got {value}")
+        return value
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUNS",
+        help="runs directories, run directories or run archives (RUNS.tar.xz) to project",
+    )
+    parser.add_argument(
+        "--cores",
+        type=_positive_int("--cores"),
+        nargs="+",
+        default=list(DEFAULT_CORES),
+        help="core counts to project to (default: 1 2 4 8 16 64 256 1440)",
+    )
+    parser.add_argument(
+        "--target",
+        type=_finite("--target"),
+        default=None,
+        metavar="R",
+        help="the evaluation return to reach (default per env: its solved threshold from "
+        "experiments/anchors.yaml where the runs reach it, else 0.9 of the way from the first "
+        "evaluation to the best RL's, or both families' lower best, median final score)",
+    )
+    parser.add_argument(
+        "--population-grows",
+        action="store_true",
+        help="ES populations follow the workers (population_per_worker x W); the effect on "
+        "generations to R is unmeasured unless --population-effect is given",
+    )
+    parser.add_argument(
+        "--population-effect",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --population-grows: a JSON object of measured generations to R per "
+        'population, e.g. {"40": 120, "80": 70}',
+    )
+    parser.add_argument(
+        "--bandwidth-gbps",
+        type=_finite("--bandwidth-gbps"),
+        default=DEFAULT_BANDWIDTH_GBPS,
+        help="the head's network bandwidth, Gbit/s (default: 10)",
+    )
+    parser.add_argument(
+        "--message-costs",
+        type=Path,
+        default=MESSAGE_COSTS,
+        metavar="FILE",
+        help="a `harness bench scaling --json` output: the head's measured cost of one "
+        "message per backend (default: reports/benchmarks/scaling_ant.json)",
+    )
+    parser.add_argument(
+        "--machine",
+        type=Path,
+        default=MACHINE_COSTS,
+        metavar="FILE",
+        help="a `harness bench ceiling --vec-envs N --json` output: RL env processes' message "
+        "cost per env step (default: reports/benchmarks/projection_lander/machine.json)",
+    )
+    parser.add_argument("--per-run", action="store_true", help="also print every run's own table")
+
+
+def _population_effect(path: Path | None) -> dict[int, float]:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        reason = " ".join(str(error).split())
+        raise UsageError(f"--population-effect {str(path)!r}: {reason}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--population-effect {str(path)!r}: expected a JSON object")
+    out: dict[int, float] = {}
+    for key, value in data.items():
+        try:
+            population, generations = int(key), float(value)
+        except (TypeError, ValueError):
+            raise UsageError(
+                f"--population-effect {str(path)!r}: {key!r}: {value!r} is not a population "
+                "and its generations"
+            ) from None
+        if population < 1 or not generations > 0:
+            raise UsageError(
+                f"--population-effect {str(path)!r}: {key!r}: {value!r} must be positive"
+            )
+        out[population] = generations
+    return out
+
+
+def load(paths: Sequence[str | Path]) -> tuple[list[RunCosts], list[tuple[str, str]]]:
+    """Every run under ``paths`` as model inputs, and (run, reason) for those left out.
+
+    Raises :class:`UsageError` for a path that is neither a run, a runs directory nor a run
+    archive, or when no run is found at all."""
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise UsageError(f"RUNS {str(path)!r} does not exist")
+    try:
+        dirs = rundir.find_run_dirs(paths)
+    except rundir.UnreadableRun as error:
+        raise UsageError(str(error).splitlines()[0]) from None
+    if not dirs:
+        raise UsageError(f"no runs under {', '.join(map(str, paths))}")
+    costs, skipped = [], []
+    for run_dir in dirs:
+        read = read_costs(run_dir)
+        if isinstance(read, str):
+            skipped.append((rundir.stored_location(run_dir), read))
+        else:
+            costs.append(read)
+    return costs, skipped
+
+
+def project_all(
+    costs: Sequence[RunCosts],
+    cores: Sequence[int],
+    assumptions: Assumptions,
+    target: float | None = None,
+    references: dict[str, tuple[float, str] | None] | None = None,
+) -> tuple[dict[str, tuple[float, str]], list[Projection], list[str]]:
+    """Targets per env, every run's projection, and the envs that have no target.
+
+    ``target`` overrides every env's; ``references`` gives an env's reference (default: its
+    solved threshold from the anchors)."""
+    per_env: dict[str, list[RunCosts]] = {}
+    for item in costs:
+        per_env.setdefault(item.env, []).append(item)
+    targets: dict[str, tuple[float, str]] = {}
+    missing: list[str] = []
+    projections: list[Projection] = []
+    for env, runs in per_env.items():
+        if target is not None:
+            chosen: tuple[float, str] | None = (target, "--target")
+        else:
+            reference = (
+                references[env]
+                if references is not None and env in references
+                else anchor_reference(runs[0].gym_id, env)
+            )
+            chosen = choose_target(runs, reference)
+        if chosen is None:
+            missing.append(env)
+            continue
+        targets[env] = chosen
+        projections += [project(run, chosen[0], cores, assumptions) for run in runs]
+    return targets, projections, missing
+
+
+def _point_row(point: Point) -> dict[str, Any]:
+    return {
+        "cores": point.cores,
+        "workers": point.workers,
+        "population": point.population,
+        "seconds": point.seconds,
+        **point.terms,
+    }
+
+
+def _columns(with_population: bool) -> list[tuple[str, str, str]]:
+    columns = [("cores", "cores", "d"), ("workers", "workers used", "d")]
+    if with_population:
+        columns.append(("population", "population", "d"))
+    columns.append(("seconds", "time to R s", ".1f"))
+    columns += [(term, TERM_HEADINGS[term], ".2f") for term in TERMS]
+    return columns
+
+
+def render(
+    algorithms: Sequence[AlgorithmProjection],
+    projections: Sequence[Projection],
+    targets: dict[str, tuple[float, str]],
+    assumptions: Assumptions,
+    per_run: bool,
+) -> str:
+    """The tables: per algorithm (its median run), then, with ``per_run``, every run."""
+    lines = [*assumptions.lines()]
+    for env, (value, source) in targets.items():
+        lines += ["", f"{env}: R = {value:.4g} ({source})"]
+        for item in [a for a in algorithms if a.env == env]:
+            measured = "; ".join(
+                f"W={w}: {s:.1f} s ({k} of {n} runs reached R)" for w, s, k, n in item.measured
+            )
+            lines += [
+                "",
+                f"{item.algo} ({item.family}): {item.reached} of {len(item.runs)} runs at "
+                f"W={item.runs[0].costs.workers} reached R"
+                + (f"; measured medians {measured}" if measured else ""),
+            ]
+            lines += [f"  {note}" for note in item.notes]
+            rows = [
+                _point_row(p) if p is not None else {"cores": c, "seconds": None}
+                for c, _, p in item.median
+            ]
+            if all(p is None for _, _, p in item.median):
+                lines.append("  never reached by the median run")
+                continue
+            grows = assumptions.population_grows and item.family == "es"
+            lines.append(format_table(rows, _columns(grows)))
+            if item.family == "rl":
+                chosen = _median_point([m.envs_raised[0] if m.reached else None for m in item.runs])
+                if chosen is not None:
+                    run = next(m for m in item.runs if chosen in m.envs_raised)
+                    raised = [
+                        {"cores": p.cores, "envs": p.workers, "seconds": p.seconds}
+                        for p in run.envs_raised
+                    ]
+                    lines += [
+                        "  variant: n_envs raised to W (same timesteps to R assumed; its "
+                        "sample-efficiency cost is unmeasured)",
+                        format_table(
+                            raised,
+                            [
+                                ("cores", "cores", "d"),
+                                ("envs", "n_envs", "d"),
+                                ("seconds", "time to R s", ".1f"),
+                            ],
+                        ),
+                    ]
+    if per_run:
+        for one in projections:
+            costs = one.costs
+            lines += ["", f"run {costs.label}: {costs.algo} seed {costs.seed} W={costs.workers}"]
+            lines += [f"  {note}" for note in one.notes]
+            if one.reached:
+                lines.append(
+                    f"  reached R at step {one.step}, {one.timesteps:.0f} timesteps; measured "
+                    + (f"{one.measured_s:.1f} s" if one.measured_s is not None else "—")
+                )
+                grows = assumptions.population_grows and costs.family == "es"
+                lines.append(format_table([_point_row(p) for p in one.points], _columns(grows)))
+    return "\n".join(lines)
+
+
+def to_json(
+    algorithms: Sequence[AlgorithmProjection],
+    projections: Sequence[Projection],
+    targets: dict[str, tuple[float, str]],
+    assumptions: Assumptions,
+    cores: Sequence[int],
+    skipped: Sequence[tuple[str, str]],
+) -> dict[str, Any]:
+    """Everything the tables show, and every run's projection, as JSON."""
+    return {
+        "cores": list(cores),
+        "targets": {env: {"value": v, "source": s} for env, (v, s) in targets.items()},
+        "assumptions": {
+            "bandwidth_gbps": assumptions.bandwidth_gbps,
+            "population_grows": assumptions.population_grows,
+            "population_effect": (
+                {str(k): v for k, v in assumptions.population_effect.items()}
+                if assumptions.population_effect
+                else ("unmeasured" if assumptions.population_grows else None)
+            ),
+            "rl_eval": assumptions.rl_eval,
+            "text": assumptions.lines(),
+        },
+        "algorithms": [
+            {
+                "env": a.env,
+                "algo": a.algo,
+                "family": a.family,
+                "target": a.target,
+                "runs": len(a.runs),
+                "reached": a.reached,
+                "notes": a.notes,
+                "projection": [
+                    _point_row(p) if p is not None else {"cores": c, "seconds": None}
+                    for c, _, p in a.median
+                ],
+                "measured": [
+                    {"workers": w, "seconds": s, "reached": k, "runs": n}
+                    for w, s, k, n in a.measured
+                ],
+            }
+            for a in algorithms
+        ],
+        "runs": [
+            {
+                "run": p.costs.label,
+                "algo": p.costs.algo,
+                "family": p.costs.family,
+                "env": p.costs.env,
+                "seed": p.costs.seed,
+                "workers": p.costs.workers,
+                "target": p.target,
+                "reached": p.reached,
+                "reached_step": p.step,
+                "reached_timesteps": p.timesteps,
+                "measured_s": p.measured_s,
+                "inputs": _inputs(p.costs),
+                "notes": p.notes,
+                "projection": [_point_row(q) for q in p.points],
+                "n_envs_raised": (
+                    [
+                        {"cores": q.cores, "n_envs": q.workers, "seconds": q.seconds}
+                        for q in p.envs_raised
+                    ]
+                    if p.costs.family == "rl"
+                    else None
+                ),
+                "n_envs_raised_samples": "unmeasured" if p.costs.family == "rl" else None,
+            }
+            for p in projections
+        ],
+        "skipped": [{"run": run, "reason": reason} for run, reason in skipped],
+    }
+
+
+def _inputs(costs: RunCosts) -> dict[str, Any]:
+    if costs.family == "es":
+        return {
+            "population": costs.population,
+            "population_per_worker": costs.population_per_worker,
+            "message_s": costs.message_s,
+            "target_bytes": costs.target_bytes,
+            "longest_task": costs.longest_source,
+            "sync": costs.sync,
+        }
+    return {
+        "n_envs": costs.n_envs,
+        "parallel_envs_in_run": costs.parallel_envs,
+        "split_recorded": costs.split_recorded,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.population_effect is not None and not args.population_grows:
+        raise UsageError("--population-effect needs --population-grows")
+    if not args.bandwidth_gbps > 0:
+        raise UsageError(f"--bandwidth-gbps must be positive, got {args.bandwidth_gbps:g}")
+    if args.json is not None:
+        check_writable_dir(args.json.absolute().parent, "--json folder")
+        if args.json.is_dir():
+            raise UsageError(f"--json {str(args.json)!r} is a directory")
+    if not args.message_costs.is_file() and args.message_costs != MESSAGE_COSTS:
+        raise UsageError(f"--message-costs {str(args.message_costs)!r} is not a file")
+    if not args.machine.is_file() and args.machine != MACHINE_COSTS:
+        raise UsageError(f"--machine {str(args.machine)!r} is not a file")
+    head_costs, head_source = message_costs(args.message_costs)
+    env_step_s, subproc_message_s, machine_source = machine_costs(args.machine)
+    if args.machine.is_file() and not machine_source:
+        raise UsageError(
+            f"--machine {str(args.machine)!r} holds no dummy_steps_per_s and subproc_message_s"
+            " (write it with harness bench ceiling --vec-envs N --json FILE)"
+        )
+    assumptions = Assumptions(
+        env_step_s=env_step_s,
+        subproc_message_s=subproc_message_s,
+        machine_source=machine_source,
+        bandwidth_gbps=args.bandwidth_gbps,
+        population_grows=args.population_grows,
+        population_effect=_population_effect(args.population_effect),
+        head_message_s=head_costs,
+        head_message_source=head_source,
+    )
+    costs, skipped = load(args.runs)
+    if not costs:
+        reasons = "; ".join(f"{run}: {why}" for run, why in skipped[:3])
+        raise UsageError(f"no run under {', '.join(args.runs)} can be projected ({reasons})")
+    cores = list(dict.fromkeys(args.cores))
+    targets, projections, missing = project_all(costs, cores, assumptions, args.target)
+    if missing:
+        raise UsageError(
+            f"no default target for {', '.join(missing)} (no solved threshold, no RL run): "
+            "give --target R"
+        )
+    algorithms = by_algorithm(projections, cores)
+    print(render(algorithms, projections, targets, assumptions, args.per_run))
+    for run_label, reason in skipped:
+        print(f"skipped {run_label}: {reason}")
+    save_json(to_json(algorithms, projections, targets, assumptions, cores, skipped), args.json)
+    return 0

@@ -1,0 +1,600 @@
+"""The benchmark page's answer and its fairness sections, from :mod:`harness.benchmark.fairness`.
+
+BENCHMARK.md opens with one sentence per task: the best ES against the best RL (each
+family's best mean score at equal timesteps) at each comparison point, with 95% intervals
+or "inconclusive", and the sanity gate where the RL entry fails it. Below the leader table
+(whose columns :func:`leader_columns` gives) come, folded: the time each family needs to a
+share of the best RL's score (Salimans et al. 2017, Table 1 in form), the known defects,
+the asymmetries between cells, and the family-against-family aggregate.
+
+Every number here is computed from the run archives; the words around them are fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.benchmark.fairness import (
+    ANCHOR_SHARE,
+    FEW_GENERATIONS,
+    LAST_EVALUATIONS,
+    EqualComputePoint,
+    Provenance,
+    TaskFacts,
+    asymmetry_rows,
+    equal_compute_point,
+    number,
+    steps_text,
+    time_to_share,
+)
+from harness.report import stats
+from harness.report.render import Section
+from harness.report.tables import fmt, interval
+
+#: The leader table's columns this module fills (after task, cells done and budget).
+EQUAL_TIMESTEPS = "at equal timesteps"
+EQUAL_CPU = "equal CPU at the cheapest run's budget: early in RL training"
+FULL_BUDGET = "equal compute at the RL family's full budget"
+ANCHORS = "RL against its published anchor"
+DEFECTS = "known defects (below)"
+SALIMANS = (
+    'Salimans et al. 2017, "Evolution Strategies as a Scalable Alternative to Reinforcement '
+    'Learning" (arXiv:1703.03864), Table 1'
+)
+
+
+# -- comparing two groups ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two algorithms' scores at one point, by the page's rule: a leader only where the 95%
+    intervals of the means (stratified bootstrap, n >= 3) do not overlap."""
+
+    first: str  # the higher mean
+    second: str
+    a: stats.GroupStats
+    b: stats.GroupStats
+
+    @property
+    def conclusive(self) -> bool:
+        small = min(self.a.n, self.b.n) < stats.MIN_RUNS_INTERVAL
+        return not small and self.a.mean_low > self.b.mean_high
+
+    def value(self, which: str) -> str:
+        group = self.a if which == self.first else self.b
+        if group.n >= stats.MIN_RUNS_INTERVAL:
+            return f"{number(group.mean)} {ci(group.mean_low, group.mean_high)}"
+        return f"{number(group.mean)} (n={group.n})"
+
+
+def ci(low: float, high: float) -> str:
+    """A 95% interval in a sentence: ``[5,135, 5,997]``."""
+    return f"[{number(low)}, {number(high)}]"
+
+
+def compare(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> Comparison | None:
+    """:class:`Comparison` of two groups' finite scores; None where either has none."""
+    ga, gb = stats.group_stats(a), stats.group_stats(b)
+    if not ga.n or not gb.n:
+        return None
+    if gb.mean > ga.mean:
+        name_a, name_b, ga, gb = name_b, name_a, gb, ga
+    return Comparison(name_a, name_b, ga, gb)
+
+
+def sentence_part(comparison: Comparison | None, es: str, rl: str, gate: str | None) -> str:
+    """``ppo leads, optimes 1,827 [578, 2,974] against ppo 5,600 [5,117, 6,036]``, or
+    ``inconclusive, ...``, or (a cell of the pair fails its gate, which the sentence names
+    once) the values alone; ES first."""
+    if comparison is None:
+        return "no scores yet"
+    values = f"{es} {comparison.value(es)} against {rl} {comparison.value(rl)}"
+    if gate:
+        return values
+    if comparison.conclusive:
+        return f"{comparison.first} leads, {values}"
+    return f"inconclusive, {values}"
+
+
+def cell_text(comparison: Comparison | None) -> str:
+    """The leader table's form: ``**ppo** 5,600 (n=5) over optimes 1,827; intervals ...``."""
+    if comparison is None:
+        return "—"
+    a, b = comparison.a, comparison.b
+    described = (
+        f"**{comparison.first}** {fmt(a.mean)} (n={a.n}) over {comparison.second} {fmt(b.mean)}"
+    )
+    if min(a.n, b.n) < stats.MIN_RUNS_INTERVAL:
+        return f"inconclusive (n < {stats.MIN_RUNS_INTERVAL}): {described}"
+    intervals = f"{interval(a.mean_low, a.mean_high)} vs {interval(b.mean_low, b.mean_high)}"
+    if comparison.conclusive:
+        return f"{described}; intervals {intervals}"
+    return f"inconclusive: {described}; intervals overlap ({intervals})"
+
+
+def _scores(facts: TaskFacts, algo: str, axis: str) -> np.ndarray:
+    runs = facts.scores.runs
+    return runs.loc[runs["algo"] == algo, f"score_{axis}"].to_numpy(float)
+
+
+def _gate(facts: TaskFacts, *algos: str) -> str | None:
+    flagged = facts.flagged_gates()
+    texts = [flagged[a] for a in algos if a in flagged]
+    return "; ".join(texts) if texts else None
+
+
+# -- where RL is at the cheapest run's CPU-seconds -----------------------------------------------
+
+
+def rl_progress(facts: TaskFacts, cpu_seconds: float) -> float:
+    """The share of its budget the RL family-best had trained at ``cpu_seconds`` (the
+    median over its runs of the timesteps interpolated there, over its budget)."""
+    rl = facts.best.get("rl")
+    table = facts.scores.table
+    if rl is None or table is None or not math.isfinite(cpu_seconds):
+        return math.nan
+    frame = facts.facts[facts.facts["algo"] == rl]
+    steps = table.steps
+    reached = []
+    for run in frame.index:
+        rows = steps[(steps["run"] == run) & steps["cpu_seconds"].notna()]
+        rows = rows[rows["timesteps"].notna()].sort_values("cpu_seconds")
+        if len(rows):
+            reached.append(
+                float(
+                    np.interp(cpu_seconds, rows["cpu_seconds"].to_numpy(float), rows["timesteps"])
+                )
+            )
+    budget = float(frame["timesteps"].median()) if len(frame) else math.nan
+    if not reached or not math.isfinite(budget) or budget <= 0:
+        return math.nan
+    return float(np.median(reached)) / budget
+
+
+# -- the full-budget point -----------------------------------------------------------------------
+
+
+def full_budget_text(point: EqualComputePoint | None, facts: TaskFacts, *, cell: bool) -> str:
+    """The equal-compute point: the comparison where every ES of the pair has scores there,
+    else what is not run yet (cells and CPU-hours, from the archive's CPU-seconds)."""
+    if point is None:
+        return "—"
+    parts = []
+    known = {a: v for a, v in point.scores.items() if np.isfinite(v).any()}
+    if known:
+        es = max(known, key=lambda a: float(np.nanmean(known[a])))
+        comparison = compare(es, known[es], point.rl, point.rl_scores)
+        gate = _gate(facts, point.rl, es)
+        if cell:
+            text = cell_text(comparison)
+            parts.append(f"not ranked: {gate}" if gate else text)
+        else:
+            parts.append(sentence_part(comparison, es, point.rl, gate))
+    if point.cells_missing:
+        algos = ", ".join(a for a in point.es if point.missing.get(a))
+        limit = point.planned_limit if point.planned_limit is not None else point.cpu_seconds
+        planned = (
+            f"planned as {algos} with --cpu-limit {limit:,.0f}"
+            if point.planned_limit is not None
+            else f"not planned: {algos} with --cpu-limit {point.cpu_seconds:,.0f}"
+        )
+        parts.append(
+            f"not run yet: {point.cells_missing} cells, ~{point.cpu_hours_missing:.1f} "
+            f"CPU-hours ({planned})"
+        )
+        if point.planned_limit is not None and not math.isclose(
+            point.planned_limit, point.cpu_seconds, rel_tol=0.05
+        ):
+            parts.append(
+                f"{point.rl}'s median is now {point.cpu_seconds:,.0f} CPU-s: the planned "
+                "limit needs updating"
+            )
+    return "; ".join(parts) if parts else "—"
+
+
+# -- the answer ----------------------------------------------------------------------------------
+
+
+def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
+    """One sentence: the best ES against the best RL at each comparison point."""
+    task = facts.task
+    es, rl = facts.best.get("es"), facts.best.get("rl")
+    if es is None or rl is None:
+        have = es or rl
+        return f"**{task.env}**: only {have or 'no'} runs so far; no comparison yet."
+    gate = _gate(facts, es, rl)
+    at = facts.scores.at
+    parts = [
+        f"at equal timesteps ({steps_text(at['timesteps'])}) "
+        + sentence_part(
+            compare(es, _scores(facts, es, "timesteps"), rl, _scores(facts, rl, "timesteps")),
+            es,
+            rl,
+            gate,
+        )
+    ]
+    progress = rl_progress(facts, at["cpu_seconds"])
+    early = f", {rl} {progress:.0%} into its training" if math.isfinite(progress) else ""
+    parts.append(
+        f"at equal CPU at the cheapest run's budget ({at['cpu_seconds']:,.0f} CPU-s{early}) "
+        + sentence_part(
+            compare(es, _scores(facts, es, "cpu_seconds"), rl, _scores(facts, rl, "cpu_seconds")),
+            es,
+            rl,
+            gate,
+        )
+    )
+    point = equal_compute_point(facts)
+    if point is not None:
+        from_runs = [a for a, source in point.source.items() if source == "archive"]
+        note = f"; {', '.join(from_runs)} from its runs up to there" if from_runs else ""
+        parts.append(
+            f"at equal compute at {rl}'s full budget ({point.cpu_seconds:,.0f} CPU-s{note}) "
+            + full_budget_text(point, facts, cell=False)
+        )
+    if own_budgets.get(es) != own_budgets.get(rl):
+        parts.append(
+            f"each at its own budget ({es} {steps_text(own_budgets.get(es, math.nan))}, "
+            f"{rl} {steps_text(own_budgets.get(rl, math.nan))}) "
+            + sentence_part(
+                compare(es, _scores(facts, es, "final"), rl, _scores(facts, rl, "final")),
+                es,
+                rl,
+                gate,
+            )
+        )
+    ran = set(facts.scores.runs["algo"])
+    not_run = [a for a in task.algos if a not in ran]
+    pending = f" Not run yet: {', '.join(not_run)}." if not_run else ""
+    flaws = {
+        algo: [d.short for d in facts.defects if d.algo == algo and d.kind != "generations"]
+        for algo in (es, rl)
+    }
+    pair = ", ".join(f"{algo} ({'; '.join(f)})" for algo, f in flaws.items() if f)
+    if pair:
+        pending = f" Known defects of the pair: {pair}." + pending
+    verdict = f", no verdict ({gate})" if gate else ""
+    return (
+        f"**{task.env}**, {es} (best ES) against {rl} (best RL){verdict}: " + "; ".join(parts) + "."
+    ) + pending
+
+
+def opening(
+    all_facts: Sequence[TaskFacts], own_budgets: dict[str, dict[str, float]], confirmed: bool
+) -> list[str]:
+    """The page's first paragraphs: the answer per task, what each point measures, how a
+    score is taken."""
+    answer = "\n".join(
+        f"- {answer_sentence(f, own_budgets.get(f.task.env, {}))}" for f in all_facts
+    )
+    progress = [
+        f"{f.task.env} {rl_progress(f, f.scores.at['cpu_seconds']):.0%}"
+        for f in all_facts
+        if f.best.get("rl") and math.isfinite(rl_progress(f, f.scores.at["cpu_seconds"]))
+    ]
+    missing = [(f.task.env, p) for f in all_facts if (p := equal_compute_point(f)) is not None]
+    cells = sum(p.cells_missing for _, p in missing)
+    hours = sum(p.cpu_hours_missing for _, p in missing)
+    points = "\n".join(
+        [
+            "- **At equal timesteps**: every algorithm after the same number of env steps "
+            "(the task's budget; where budgets differ, the smallest): sample efficiency.",
+            "- **Equal CPU at the cheapest run's budget** (early in RL training): the "
+            "CPU-seconds the task's cheapest run spent on its whole budget. The ES have "
+            "finished there; the best RL had trained this share of its timesteps: "
+            + (", ".join(progress) if progress else "—")
+            + ". It ranks what each family does with little compute, not what it reaches.",
+            "- **Equal compute at the RL family's full budget**: optimes and the best other "
+            "ES given the CPU-seconds the best RL spends on its whole budget (`harness run "
+            "--cpu-limit`, the `equal_compute` cells of experiments/benchmark.yaml), against "
+            "that RL at its full budget: what the same compute buys each family. "
+            + (
+                f"Not run yet: {cells} cells, ~{hours:.1f} CPU-hours."
+                if cells
+                else "Every cell it needs has run."
+            ),
+            "- **Each at its own budget** (where budgets differ): each algorithm after its "
+            "published budget.",
+        ]
+    )
+    endpoints = (
+        f"A score at equal timesteps, at equal compute or at an algorithm's own budget is the "
+        f"mean of the run's last {LAST_EVALUATIONS} evaluations up to that point (the last "
+        "interpolated at the point where the run went past it); at equal CPU at the "
+        "cheapest run's budget, the one return interpolated there (RL is early in training: a "
+        "mean would reach back to its start). The best ES and the best RL of a task are "
+        "each family's best mean score at equal timesteps. An RL cell scoring below half the "
+        "way from the random policy to its published anchor (rl-baselines3-zoo "
+        "benchmark.md), or any cell with fewer runs than seeds, fails its sanity gate and "
+        "is named instead of ranked."
+        + " Times to a level are each run's first evaluation at or above it: unconfirmed "
+        "first crossings ("
+        + (
+            "a run's confirmation episodes check its own target, not these levels"
+            if confirmed
+            else "no run of the benchmark recorded confirmation episodes"
+        )
+        + ")."
+    )
+    return ["**The answer, per task.**", answer, "**The comparison points.**", points, endpoints]
+
+
+# -- the leader table ----------------------------------------------------------------------------
+
+
+def _defect_summary(facts: TaskFacts) -> str:
+    grouped: dict[str, list[str]] = {}
+    generations = []
+    for defect in facts.defects:
+        if defect.kind == "generations":
+            generations.append(f"{defect.algo} {defect.short.split()[0]}")
+        else:
+            grouped.setdefault(defect.short, []).append(defect.algo)
+    parts = [f"{', '.join(dict.fromkeys(a))}: {short}" for short, a in grouped.items()]
+    if generations:
+        parts.append(f"under {FEW_GENERATIONS} generations: {', '.join(generations)}")
+    return "; ".join(parts) if parts else "none found"
+
+
+def leader_columns(facts: TaskFacts | None, leader: Any) -> dict[str, str]:
+    """The leader table's columns for one task. ``leader``: the report's ``leader_text``
+    (who leads at equal timesteps and at equal CPU, the gated cells not ranked)."""
+    if facts is None:
+        return dict.fromkeys((EQUAL_TIMESTEPS, EQUAL_CPU, FULL_BUDGET, ANCHORS, DEFECTS), "—")
+    gated = facts.flagged_gates()
+    anchors = "; ".join(
+        f"{algo} {gate.anchor_text()}" + (" — **below its anchor**" if gate.below_anchor else "")
+        for algo, gate in facts.gates.items()
+        if _is_rl(algo)
+    )
+    return {
+        EQUAL_TIMESTEPS: leader(facts.scores, "timesteps", gated),
+        EQUAL_CPU: leader(facts.scores, "cpu_seconds", gated),
+        FULL_BUDGET: full_budget_text(equal_compute_point(facts), facts, cell=True),
+        ANCHORS: anchors or "—",
+        DEFECTS: _defect_summary(facts),
+    }
+
+
+def _is_rl(algo: str) -> bool:
+    from algorithms.registry import family_of
+
+    return (family_of(algo) or "es") != "es"
+
+
+def gates_paragraph() -> str:
+    """The rule of the sanity gates, under the leader table."""
+    return (
+        f"Sanity gates: each RL cell is set beside its algorithm's published score on the "
+        "same env (rl-baselines3-zoo benchmark.md, one training run, at the zoo's budget; "
+        "MuJoCo rows are on v3) and is not ranked where its mean final score is below "
+        f"{ANCHOR_SHARE:.0%} of the way from the random policy's score to that anchor, or "
+        "where it has fewer completed runs than the benchmark has seeds (any cell). The "
+        "anchors are in experiments/anchors.yaml with their sources."
+    )
+
+
+# -- folded sections -----------------------------------------------------------------------------
+
+
+def _times(value: float, reached: int, n: int, fmt: Any) -> str:
+    if n == 0:
+        return "—"
+    if not math.isfinite(value):
+        return f"never ({reached}/{n})"
+    return f"{fmt(value)} ({reached}/{n})"
+
+
+def _ratio(value: float) -> str:
+    if math.isnan(value):
+        return "—"
+    if math.isinf(value):
+        return "never"
+    return f"{value:.2f}"
+
+
+def salimans_section(all_facts: Sequence[TaskFacts]) -> Section:
+    """Per task and share of the best RL's learning progress: the timesteps and CPU-seconds
+    the best ES and the best RL need to get there, and their ratio (ES over RL)."""
+    rows = []
+    for facts in all_facts:
+        gate = _gate(facts, facts.best.get("rl", ""), facts.best.get("es", ""))
+        for row in time_to_share(facts):
+            rows.append(
+                {
+                    "task": facts.task.env,
+                    "ES against RL": f"{row.es.algo} against {row.rl.algo}"
+                    + (" (RL fails its gate)" if gate else ""),
+                    "share of RL's progress": f"{row.share:.0%}",
+                    "level": number(row.level),
+                    "ES timesteps": _times(row.es.timesteps, row.es.reached, row.es.n, steps_text),
+                    "RL timesteps": _times(row.rl.timesteps, row.rl.reached, row.rl.n, steps_text),
+                    "ES/RL timesteps": _ratio(row.ratio("timesteps")),
+                    "ES CPU-s": _times(
+                        row.es.cpu_seconds, row.es.reached, row.es.n, lambda v: f"{v:,.0f}"
+                    ),
+                    "RL CPU-s": _times(
+                        row.rl.cpu_seconds, row.rl.reached, row.rl.n, lambda v: f"{v:,.0f}"
+                    ),
+                    "ES/RL CPU-s": _ratio(row.ratio("cpu_seconds")),
+                }
+            )
+    return Section(
+        "Time to a share of the best RL's score",
+        paragraphs=[
+            f"In the form of {SALIMANS} (ES timesteps over TRPO timesteps to reach 25%, 50% "
+            "and 75% of TRPO's learning progress): per task, the best ES against the best RL; "
+            "a level is the random policy's score plus that share of the way to the best RL's "
+            f"mean final score (the mean of its runs' last {LAST_EVALUATIONS} evaluations). "
+            "Each side: the median over its runs of the first evaluation at or above the "
+            "level (an unconfirmed first crossing; a run that never got there counts as "
+            "never, so the median is never once half its runs never did), with how many runs "
+            "got there. A ratio below 1 says the ES got there first. The resolution is the "
+            "evaluation interval (50k timesteps; 200k on AntBulletEnv)."
+        ],
+        tables=[("", pd.DataFrame(rows))] if rows else [],
+        folded=True,
+    )
+
+
+def defects_section(all_facts: Sequence[TaskFacts]) -> Section:
+    """Every known defect found in the runs' recorded configs and metrics, per cell."""
+    rows = [
+        {"task": d.env, "algorithm": d.algo, "found in the archive": d.text}
+        for facts in all_facts
+        for d in facts.defects
+    ]
+    matching = [line for facts in all_facts for line in facts.matching]
+    return Section(
+        "Known defects, until the reruns land",
+        paragraphs=[
+            "Found in what each archived run recorded (its config.json, policy_spec.json and "
+            "metrics), not in the settings files, so a fix in the settings leaves these runs "
+            "labelled until they are run again: an RL run whose SB3 network equals the ES "
+            "policy section; on MuJoCo tasks, an ES without observation normalisation or "
+            "with statistics from a share of its rollouts; an ES of under "
+            f"{FEW_GENERATIONS} generations at its budget (budget / (population x episodes "
+            "x mean episode length)); settings that differ from the published ones a cell is "
+            "compared with (experiments/provenance.yaml, reference_settings); a reward "
+            "transform used in training; archived runs whose cell the shipped settings no "
+            "longer build (they changed since the runs ran)."
+        ],
+        tables=[("", pd.DataFrame(rows))] if rows else [],
+        after=[f"Checked: {' '.join(matching)}"] if matching else [],
+        folded=True,
+    )
+
+
+def asymmetries_section(all_facts: Sequence[TaskFacts], provenance: Provenance) -> Section:
+    """Per task and algorithm: what differs between cells besides the algorithm."""
+    rows = [row for facts in all_facts for row in asymmetry_rows(facts, provenance)]
+    return Section(
+        "Asymmetries between cells",
+        paragraphs=[
+            "Per task and algorithm, from the runs' records: parameters trained (ES: the "
+            "policy's; RL: SB3's count for actor, critic and log-std), the network, the "
+            "reward trained on (every evaluation is on the env's own), observation "
+            "normalisation, and who chose the settings, on what and on which seeds "
+            "(experiments/provenance.yaml, with its sources). Held-out seeds start at 100."
+        ],
+        tables=[("", pd.DataFrame(rows))] if rows else [],
+        folded=True,
+    )
+
+
+@dataclass
+class FamilyAggregate:
+    """The family-against-family aggregate's inputs."""
+
+    matrix: dict[str, np.ndarray]
+    envs: list[str]
+    picks: dict[str, tuple[str, str]]  # env -> (best ES, best RL)
+    left_out: dict[str, str] = field(default_factory=dict)  # env -> why
+
+
+ES_FAMILY, RL_FAMILY = "ES family-best", "RL family-best"
+
+
+def family_matrix(all_facts: Sequence[TaskFacts], axis: str = "timesteps") -> FamilyAggregate:
+    """Normalised scores of each family's best per task, over the tasks complete for both
+    families (each of their algorithms completed on every seed) and the seeds they share."""
+    usable, picks, left_out = [], {}, {}
+    for facts in all_facts:
+        runs = facts.scores.runs
+        counts = runs.groupby("algo").size()
+        short = [
+            f"{a}: {int(counts.get(a, 0))} of {facts.planned_runs} runs"
+            for a in facts.task.algos
+            if int(counts.get(a, 0)) < facts.planned_runs
+        ]
+        es, rl = facts.best.get("es"), facts.best.get("rl")
+        if short or es is None or rl is None:
+            left_out[facts.task.env] = "; ".join(short) or "one family only"
+            continue
+        usable.append(facts)
+        picks[facts.task.env] = (es, rl)
+    matrix: dict[str, np.ndarray] = {}
+    if usable:
+        seeds = set.intersection(
+            *[
+                set(f.scores.runs.loc[f.scores.runs["algo"] == algo, "seed"])
+                for f in usable
+                for algo in picks[f.task.env]
+            ]
+        )
+        ordered = sorted(seeds)
+        if len(ordered) >= stats.MIN_RUNS_INTERVAL:
+            for name, index in ((ES_FAMILY, 0), (RL_FAMILY, 1)):
+                columns = []
+                for f in usable:
+                    algo = picks[f.task.env][index]
+                    frame = f.scores.runs[f.scores.runs["algo"] == algo].set_index("seed")
+                    columns.append(
+                        f.scores.normalise(frame.loc[ordered, f"score_{axis}"].to_numpy(float))
+                    )
+                matrix[name] = np.stack(columns, axis=1)
+    return FamilyAggregate(matrix, [f.task.env for f in usable], picks, left_out)
+
+
+def family_section(
+    all_facts: Sequence[TaskFacts],
+    out: Path,
+    reps: int,
+    draft: str,
+    aggregate_figures: Callable[..., Any],
+    improvement_rows: Callable[..., Any],
+) -> Section:
+    """Family against family: each represented per task by what it really runs, drawn by
+    the report's own ``aggregate_figures`` and ``improvement_rows`` (passed in: the report
+    imports this module)."""
+
+    aggregate = family_matrix(all_facts)
+    title = "Family against family at equal timesteps"
+    left = "; ".join(f"{env} ({why})" for env, why in aggregate.left_out.items())
+    if not aggregate.matrix:
+        return Section(
+            title,
+            paragraphs=[
+                "Not drawn yet: no task has every algorithm of both families completed on "
+                f"every seed. Left out: {left or '—'}."
+            ],
+        )
+    table, images = aggregate_figures(aggregate.matrix, out, "family_timesteps", reps)
+    families = {ES_FAMILY: "es", RL_FAMILY: "rl"}
+    picks = "; ".join(f"{env}: {es} against {rl}" for env, (es, rl) in aggregate.picks.items())
+    n_runs = next(iter(aggregate.matrix.values())).shape[0]
+    used = [f for f in all_facts if f.task.env in aggregate.envs]
+    es_counts = sorted({sum(1 for a in f.task.algos if not _is_rl(a)) for f in used})
+    rl_counts = sorted({sum(1 for a in f.task.algos if _is_rl(a)) for f in used})
+
+    def span(counts: list[int]) -> str:
+        return str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]} to {counts[-1]}"
+
+    return Section(
+        title,
+        paragraphs=[
+            "Each family represented on each task by its best algorithm there (its best mean "
+            f"score at equal timesteps): {picks}. Normalised scores over the "
+            f"{len(aggregate.envs)} task(s) complete for both families and {n_runs} seeds "
+            f"each: IQM and mean with 95% stratified-bootstrap intervals (rliable{draft}), "
+            "the probability that the ES family-best beats the RL family-best on a run, and "
+            "performance profiles. Picking each family's best on the same runs favours the "
+            f"family with more algorithms per task (here {span(es_counts)} ES against "
+            f"{span(rl_counts)} RL). "
+            f"Left out: {left or 'none'}."
+        ],
+        images=[(images[0], "IQM and mean of each family's best at equal timesteps")],
+        tables=[
+            ("", table),
+            ("Probability of improvement", improvement_rows(aggregate.matrix, families, reps)),
+        ],
+        after=[f"![performance profiles of each family's best at equal timesteps]({images[1]})"],
+    )

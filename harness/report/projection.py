@@ -1,0 +1,358 @@
+"""Wall-clock as cores grow: each algorithm's predicted time to one score at 1 to 1,440 cores.
+
+Drawn wherever a report's runs on one env hold both families (ES and RL). The prediction
+is :mod:`harness.bench.project`'s model applied to each run's own records (per-episode
+time, the longest task, population, head update, message costs and bytes, rollout and
+update seconds, evaluation); nothing is rerun. Per algorithm the curve follows its median
+run (a run that never reached the score counts as the slowest), and each recorded worker
+count's measured median is marked apart from the projection. The same module draws the
+benchmark's page section (:func:`benchmark_section`): the best ES against the best RL per
+task, and the fewest cores from which ES gets there first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator
+
+from harness.bench import project as model
+from harness.report.plots import apply_style, finish, group_colors, save
+from harness.report.render import Section
+
+TITLE = "Wall-clock as cores grow"
+FIGURE = "time_to_score_cores.png"
+#: The benchmark page's figure (beside its report.md).
+BENCHMARK_FIGURE = "projection_cores.png"
+
+
+@dataclass
+class Panel:
+    """One env's comparison: its score, its algorithms' projections, and the verdict."""
+
+    env: str
+    target: float
+    source: str
+    algorithms: list[model.AlgorithmProjection]
+    cores: list[int]
+
+    def best(self, family: str) -> list[tuple[int, float | None, str]]:
+        return model.best_of(self.algorithms, family, self.cores)
+
+    @property
+    def families(self) -> set[str]:
+        return {a.family for a in self.algorithms}
+
+
+def default_assumptions() -> model.Assumptions:
+    """The model's assumptions in reports: 10 Gbit/s, the committed measured message costs
+    (the ES head's, and RL env processes'), each run's population fixed, evaluation spread
+    over the cores for both families."""
+    costs, source = model.message_costs()
+    env_step_s, message_s, machine = model.machine_costs()
+    return model.Assumptions(
+        head_message_s=costs,
+        head_message_source=source,
+        env_step_s=env_step_s,
+        subproc_message_s=message_s,
+        machine_source=machine,
+    )
+
+
+def panels(
+    run_dirs: Sequence[Path],
+    references: dict[str, tuple[float, str] | None] | None = None,
+    cores: Sequence[int] = model.DEFAULT_CORES,
+    assumptions: model.Assumptions | None = None,
+    both_families: bool = True,
+) -> list[Panel]:
+    """One panel per env of ``run_dirs`` (with ``both_families``: only envs whose runs hold
+    both families). ``references``: an env's reference score (default: its solved threshold)."""
+    assumptions = assumptions or default_assumptions()
+    costs = [c for c in (model.read_costs(d) for d in run_dirs) if not isinstance(c, str)]
+    per_env: dict[str, list[model.RunCosts]] = {}
+    for item in costs:
+        per_env.setdefault(item.env, []).append(item)
+    if both_families:
+        per_env = {e: r for e, r in per_env.items() if {c.family for c in r} == {"es", "rl"}}
+    out = []
+    for env, runs in sorted(per_env.items()):
+        targets, projections, _ = model.project_all(
+            runs, list(cores), assumptions, references=references and {env: references.get(env)}
+        )
+        if env not in targets:
+            continue
+        value, source = targets[env]
+        algorithms = model.by_algorithm(projections, list(cores))
+        out.append(Panel(env, value, source, algorithms, list(cores)))
+    return out
+
+
+def _cores(count: int) -> str:
+    return f"{count:,} core{'s' * (count > 1)}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "never"
+    return f"{value:,.0f} s" if value >= 100 else f"{value:.1f} s"
+
+
+def verdict(panel: Panel) -> str:
+    """The fewest cores from which the best ES reaches the score first, or why never."""
+    es, rl = panel.best("es"), panel.best("rl")
+    first = model.es_first_from([(c, s) for c, s, _ in es], [(c, s) for c, s, _ in rl])
+    score = f"{panel.target:.4g}"
+    if first is not None:
+        _, e, algo = es[panel.cores.index(first)]
+        _, r, rl_algo = rl[panel.cores.index(first)]
+        against = f"{rl_algo} {_seconds(r)}" if r is not None else "RL never"
+        return (
+            f"{panel.env}: ES reaches {score} first from {first:,} core{'s' * (first > 1)} on "
+            f"({algo} {_seconds(e)} against {against} there)."
+        )
+    top = panel.cores[-1]
+    _, e, algo = es[-1]
+    _, r, rl_algo = rl[-1]
+    if e is None:
+        return (
+            f"{panel.env}: never, because no ES algorithm's median run reaches {score} "
+            "within its budget."
+        )
+    winner = next(a for a in panel.algorithms if a.algo == algo)
+    point = winner.median[-1][2]
+    reason = ""
+    if point is not None:
+        largest = max(model.TERMS, key=lambda t: point.terms[t])
+        reason = (
+            f"; {algo} uses {point.workers:,} worker(s) there and its largest term is "
+            f"{model.TERM_HEADINGS[largest].removesuffix(' s')} ({point.terms[largest]:.1f} s)"
+        )
+        if point.workers < top and not point.population:
+            reason += f", its population capping its workers at {point.workers:,}"
+    return (
+        f"{panel.env}: never, because at {top:,} cores the best ES ({algo}, {_seconds(e)}) "
+        f"is still slower than the best RL ({rl_algo}, {_seconds(r)}){reason}."
+    )
+
+
+def figure(chosen: Sequence[Panel], best_only: bool = False) -> Figure | None:
+    """Time to each panel's score against cores, log-log: ES solid, RL dashed, the measured
+    medians as large hollow markers apart from the projected points. ``best_only``: per
+    family only its fastest algorithm at each core count (the benchmark page)."""
+    drawable = [
+        p for p in chosen if any(s is not None for a in p.algorithms for _, s, _ in a.median)
+    ]
+    if not drawable:
+        return None
+    apply_style()
+    cols = min(len(drawable), 3)
+    rows = math.ceil(len(drawable) / cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(5.4 * cols + 0.6, 4.3 * rows + 1.1), squeeze=False
+    )
+    flat = list(axes.ravel())
+    for ax in flat[len(drawable) :]:
+        ax.set_visible(False)
+    for ax, panel in zip(flat, drawable, strict=False):
+        if best_only:
+            _draw_best(ax, panel)
+        else:
+            _draw_algorithms(ax, panel)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(panel.cores, [f"{c:,}" for c in panel.cores], fontsize=8)
+        ax.minorticks_off()
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.4g}"))
+        ax.set_xlabel("cores")
+        ax.set_ylabel(f"seconds to reach {panel.target:.4g}")
+        ax.set_title(f"{panel.env}: R = {panel.target:.4g}", fontsize=10)
+        ax.plot([], [], color="#555555", linestyle="-", label="ES (projected)")
+        ax.plot([], [], color="#555555", linestyle="--", label="RL (projected)")
+        ax.plot(
+            [], [], linestyle="none", marker="o", markersize=9, markerfacecolor="none",
+            markeredgecolor="#222222", markeredgewidth=1.8, label="measured median",
+        )  # fmt: skip
+        ax.legend(fontsize=7.5, loc="best")
+    note = (
+        "Lines: the model's prediction from each run's records (median run per algorithm; "
+        "a run that never reached R counts as the slowest), at the fewest workers that run "
+        "fastest up to each core count. Hollow circles: measured medians at the worker "
+        "counts the runs used. ES: episodes over the workers, the longest task, one head's "
+        "update and messages; RL: rollouts over min(cores, n_envs) envs, updates serial."
+    )
+    return finish(fig, f"{TITLE}: time to the same score", note)
+
+
+def _style(family: str) -> str:
+    return "-" if family == "es" else "--"
+
+
+def _draw_algorithms(ax: Axes, panel: Panel) -> None:
+    colors = group_colors(sorted({a.algo for a in panel.algorithms}))
+    for item in panel.algorithms:
+        xs = [c for c, s, _ in item.median if s is not None]
+        ys = [s for _, s, _ in item.median if s is not None]
+        color = colors[item.algo]
+        if xs:
+            ax.plot(
+                xs, ys, _style(item.family), marker=".", color=color,
+                label=f"{item.algo} ({item.reached}/{len(item.runs)} reached)",
+            )  # fmt: skip
+        elif not item.measured:
+            ax.plot([], [], _style(item.family), color=color, label=f"{item.algo} (never)")
+        for workers, seconds, _, _ in item.measured:
+            ax.plot(
+                [workers], [seconds], linestyle="none", marker="o", markersize=9,
+                markerfacecolor="none", markeredgecolor=color, markeredgewidth=1.8,
+            )  # fmt: skip
+
+
+def _draw_best(ax: Axes, panel: Panel) -> None:
+    colors = {"es": "#1f77b4", "rl": "#d62728"}
+    for family, name in (("es", "best ES"), ("rl", "best RL")):
+        best = panel.best(family)
+        xs = [c for c, s, _ in best if s is not None]
+        ys = [s for _, s, _ in best if s is not None]
+        names = sorted({a for _, s, a in best if s is not None})
+        ax.plot(
+            xs, ys, _style(family), marker=".", color=colors[family],
+            label=f"{name}: {', '.join(names) or 'never'}",
+        )  # fmt: skip
+        fastest = {a for _, s, a in best[:1] if s is not None}
+        for item in panel.algorithms:
+            if item.algo in fastest:
+                for workers, seconds, _, _ in item.measured:
+                    ax.plot(
+                        [workers], [seconds], linestyle="none", marker="o", markersize=9,
+                        markerfacecolor="none", markeredgecolor=colors[family],
+                        markeredgewidth=1.8,
+                    )  # fmt: skip
+
+
+def table(chosen: Sequence[Panel]) -> pd.DataFrame:
+    """Per env and algorithm: the median run's predicted time at each core count, and the
+    measured medians."""
+    rows = []
+    for panel in chosen:
+        for item in panel.algorithms:
+            row: dict[str, str] = {
+                "env": panel.env,
+                "algorithm": item.algo,
+                "family": item.family,
+                "reached R": f"{item.reached} of {len(item.runs)}",
+            }
+            for c, seconds, point in item.median:
+                cell = _seconds(seconds)
+                if point is not None and point.workers < c:
+                    cell += f" ({point.workers:,} used)"
+                row[_cores(c)] = cell
+            row["measured"] = (
+                ", ".join(f"{_seconds(s)} at W={w}" for w, s, _, _ in item.measured) or "—"
+            )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _notes(chosen: Sequence[Panel]) -> list[str]:
+    """What the records lacked, once each: the model's fallbacks, which bound the times."""
+    notes = sorted({n for p in chosen for a in p.algorithms for n in a.notes})
+    bounds = []
+    if any("step cap" in n and "longest task" in n for n in notes):
+        bounds.append(
+            "Runs recorded before the longest task was (`longest_task_s`) bound their ES "
+            "stragglers by the episode step cap: those ES times are upper bounds."
+        )
+    if any("split not recorded" in n for n in notes):
+        bounds.append(
+            "Runs recorded before RL's rollout/update split (`rollout_s`, `update_s`) count "
+            "all of RL's learning as parallel rollout: those RL times are lower bounds."
+        )
+    return bounds
+
+
+def report_section(
+    run_dirs: Sequence[Path], out: Path, levels: dict[str, tuple[float, str]]
+) -> Section | None:
+    """The report's section for the runs in ``run_dirs``; None unless some env's runs hold
+    both families. ``levels``: the report's return level per env (its threshold), tried
+    first; an env whose runs do not reach it gets a score they do (see
+    :func:`harness.bench.project.choose_target`)."""
+    assumptions = default_assumptions()
+    chosen = panels(run_dirs, dict(levels), assumptions=assumptions)
+    if not chosen:
+        return None
+    section = Section(TITLE)
+    section.paragraphs.append(
+        "Salimans et al. (2017, arXiv:1703.03864) report that evolution strategies reach a "
+        "score sooner in "
+        "wall-clock because they parallelise. Here each run's own records (episode times, the "
+        "longest task, population, head update, message costs and bytes; RL's rollout and "
+        "update seconds; evaluation) predict its time from launch to the score at 1 to "
+        "1,440 cores (`harness bench project`, the model in docs/scaling.md). "
+        + " ".join(f"{p.env}: R = {p.target:.4g}, {p.source}." for p in chosen)
+    )
+    section.paragraphs.append(" ".join(verdict(p) for p in chosen))
+    fig = figure(chosen)
+    if fig is not None:
+        save(fig, out / FIGURE)
+        section.images.append((FIGURE, f"{TITLE}: time to the same score against cores"))
+    section.tables.append(("", table(chosen)))
+    section.after += [*assumptions.lines(), *_notes(chosen)]
+    return section
+
+
+def benchmark_section(tasks: Sequence[tuple[str, Path, tuple[float, str]]], out: Path) -> Section:
+    """The benchmark page's section: per task (env, its run archive, its reference score),
+    the best ES's and the best RL's predicted time to the same score at 1 to 1,440 cores,
+    the fewest cores from which ES gets there first (or why never), the figure and the
+    model's assumptions."""
+    from harness import rundir
+
+    (out / BENCHMARK_FIGURE).unlink(missing_ok=True)
+    section = Section(TITLE)
+    assumptions = default_assumptions()
+    chosen: list[Panel] = []
+    for env, archive, reference in tasks:
+        if not archive.is_file():
+            continue
+        dirs = rundir.find_run_dirs([archive])
+        chosen += panels(dirs, {env: reference}, assumptions=assumptions)
+    if not chosen:
+        section.paragraphs.append(
+            "Not drawn yet: no task has completed runs of both an ES and an RL algorithm."
+        )
+        return section
+    section.paragraphs.append(
+        "Per task, the best ES's and the best RL's predicted wall-clock from launch to the "
+        "same score (the task's reference where both families' median runs reach it, else "
+        "0.9 of the way from the first evaluation to the lower of the two families' best "
+        "median final score), predicted from the held-out runs' own records at 1 to 1,440 "
+        "cores (`harness bench project`; the model is in docs/scaling.md). Salimans et al. "
+        "(2017, arXiv:1703.03864) report that ES reaches a score sooner because it "
+        "parallelises; this asks "
+        "from how many cores that holds here."
+    )
+    fig = figure(chosen, best_only=True)
+    if fig is not None:
+        save(fig, out / BENCHMARK_FIGURE)
+        section.images.append((BENCHMARK_FIGURE, f"{TITLE}: best ES and best RL per task"))
+    rows = []
+    for panel in chosen:
+        for family, label in (("es", "best ES"), ("rl", "best RL")):
+            row: dict[str, str] = {"task": panel.env, "score": f"{panel.target:.4g}", "": label}
+            for c, seconds, algo in panel.best(family):
+                row[_cores(c)] = f"{_seconds(seconds)} {algo}" if seconds else "never"
+            rows.append(row)
+    section.tables.append(("", pd.DataFrame(rows)))
+    section.after += [verdict(p) for p in chosen]
+    section.after += [*assumptions.lines(), *_notes(chosen)]
+    return section

@@ -1,0 +1,232 @@
+"""The equal-effort study of experiments/tune_lander.yaml: tune, hold out, report.
+
+    python scripts/tune_lander.py [--file experiments/tune_lander.yaml] [--runs-dir DIR]
+        [--out reports/tune_lander] [--step tune|holdout|report|all] [--trials N]
+        [--timesteps T] [--jobs J] [--dry-run]
+
+1. tune: ``harness tune`` of every algorithm of the file, the same budget each (trials x
+   seeds x timesteps), their studies in ``DIR/_tune/tune.db``;
+2. holdout: two sweeps into ``DIR/holdout``, every algorithm on the held-out seeds (from
+   100 on) at the same per-run budget: at its shipped settings, and at its study's best
+   trial (the sweep's ``tuned:``, which records the study, its budget and seeds in each run);
+3. report: ``harness report DIR/holdout`` into ``--out``.
+
+Each step is a ``harness`` command and resumes where it stopped (the study's trial target,
+the sweeps' completed cells). ``--trials``/``--timesteps`` shrink the study without
+editing the file (the held-out runs then use the same ``--timesteps``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = {
+    "study",
+    "env",
+    "algos",
+    "trials",
+    "seeds",
+    "budget",
+    "check_seeds",
+    "evaluations",
+    "jobs",
+    "set",
+    "holdout",
+}
+
+
+def fail(message: str) -> None:
+    print(f"tune_lander: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def read_plan(path: Path) -> dict[str, Any]:
+    """The study file, read with the safe loader and checked key by key."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        fail(f"cannot read {path}: {error}")
+    if not isinstance(data, dict):
+        fail(f"{path}: expected a mapping")
+    unknown = sorted(set(data) - KEYS)
+    if unknown:
+        fail(f"{path}: unknown key {unknown[0]!r}; known: {', '.join(sorted(KEYS))}")
+    missing = sorted({"study", "env", "algos", "trials", "seeds", "budget", "holdout"} - set(data))
+    if missing:
+        fail(f"{path}: {missing[0]} is required")
+    budget = data["budget"]
+    if (
+        not isinstance(budget, dict)
+        or len(budget) != 1
+        or not set(budget)
+        <= {
+            "timesteps",
+            "cpu_limit",
+        }
+    ):
+        fail(f"{path}: budget must be {{timesteps: T}} or {{cpu_limit: SEC}}, got {budget!r}")
+    held = data["holdout"]
+    if not isinstance(held, dict) or not held.get("seeds") or not held.get("budget"):
+        fail(f"{path}: holdout needs seeds and budget")
+    if any(not isinstance(s, int) or s < 100 for s in held["seeds"]):
+        fail(f"{path}: held-out seeds must be integers from 100 on, got {held['seeds']!r}")
+    return data
+
+
+def flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def tune_command(plan: dict[str, Any], runs_dir: Path) -> list[str]:
+    ((key, value),) = plan["budget"].items()
+    command = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "tune",
+        "--algo",
+        *plan["algos"],
+        "--env",
+        plan["env"],
+        "--study",
+        plan["study"],
+        "--trials",
+        str(plan["trials"]),
+        "--seeds",
+        *map(str, plan["seeds"]),
+        flag(key),
+        str(value),
+        "--runs-dir",
+        str(runs_dir),
+        "--jobs",
+        str(plan.get("jobs", 1)),
+        "--evaluations",
+        str(plan.get("evaluations", 10)),
+    ]
+    if "check_seeds" in plan:
+        command += ["--check-seeds", *map(str, plan["check_seeds"] or [])]
+    for assignment in plan.get("set") or []:
+        command += ["--set", str(assignment)]
+    return command
+
+
+def storage_url(runs_dir: Path) -> str:
+    return f"sqlite:///{(runs_dir / '_tune' / 'tune.db').absolute()}"
+
+
+def holdout_sweeps(plan: dict[str, Any], runs_dir: Path, write: bool = True) -> list[Path]:
+    """The two held-out sweep files (shipped and tuned settings), in the runs directory."""
+    held = plan["holdout"]
+    budget = dict(held["budget"])
+    common = list(plan.get("set") or [])
+    if "timesteps" in budget and not any(a.startswith("eval_every_timesteps=") for a in common):
+        # the studies' evaluation interval, so the held-out scores are read as the tuning ones
+        every = max(1, int(budget["timesteps"]) // int(plan.get("evaluations", 10)))
+        common.append(f"eval_every_timesteps={every}")
+    folder = runs_dir / "_tune" / f"{plan['study']}-holdout"
+    if write:
+        folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for kind in ("shipped", "tuned"):
+        name = f"{plan['study']}-holdout-{kind}"
+        sweep: dict[str, Any] = {
+            "name": name,
+            "description": f"{', '.join(plan['algos'])} on {plan['env']} at their {kind} "
+            f"settings, held-out seeds {held['seeds'][0]}-{held['seeds'][-1]}",
+            "grid": {"algo": plan["algos"], "env": [plan["env"]], "seed": held["seeds"]},
+            "budget": budget,
+            "set": common,
+        }
+        if kind == "tuned":
+            sweep["tuned"] = {"study": plan["study"], "storage": storage_url(runs_dir)}
+        path = folder / f"{name}.yaml"
+        if write:
+            path.write_text(yaml.safe_dump(sweep, sort_keys=False), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/tune_lander.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--file", type=Path, default=ROOT / "experiments" / "tune_lander.yaml")
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "tune_lander")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "tune_lander")
+    parser.add_argument("--step", choices=("tune", "holdout", "report", "all"), default="all")
+    parser.add_argument("--trials", type=int, default=None, help="trials per algorithm")
+    parser.add_argument("--timesteps", type=int, default=None, help="per run, tuning and held out")
+    parser.add_argument("--jobs", type=int, default=None, help="trials at once")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands only")
+    args = parser.parse_args(argv)
+    plan = read_plan(args.file)
+    if args.trials is not None:
+        plan["trials"] = args.trials
+    if args.timesteps is not None:
+        plan["budget"] = {"timesteps": args.timesteps}
+        plan["holdout"]["budget"] = {"timesteps": args.timesteps}
+    if args.jobs is not None:
+        plan["jobs"] = args.jobs
+    steps = ("tune", "holdout", "report") if args.step == "all" else (args.step,)
+    commands: list[list[str]] = []
+    if "tune" in steps:
+        commands.append(tune_command(plan, args.runs_dir))
+    if "holdout" in steps:
+        for path in holdout_sweeps(plan, args.runs_dir, write=not args.dry_run):
+            commands.append(
+                [
+                    sys.executable,
+                    "-m",
+                    "harness.cli",
+                    "sweep",
+                    str(path),
+                    "--runs-dir",
+                    str(args.runs_dir / "holdout"),
+                ]
+            )
+    if "report" in steps:
+        note = (
+            f"{', '.join(plan['algos'])} on {plan['env']}, each at its shipped settings and at "
+            f"the best trial of its study ({plan['study']}-ALGO: {plan['trials']} trials x "
+            f"{len(plan['seeds'])} seeds x {next(iter(plan['budget'].values()))} "
+            f"{next(iter(plan['budget']))}, the same for every algorithm), on held-out seeds "
+            f"{', '.join(map(str, plan['holdout']['seeds']))}. The settings table names each "
+            "tuned group's study, budget and seeds."
+        )
+        commands.append(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "report",
+                str(args.runs_dir / "holdout"),
+                "--out",
+                str(args.out),
+                "--title",
+                f"{plan['study']}: tuned against shipped settings",
+                "--note",
+                note,
+            ]
+        )
+    for command in commands:
+        print("$", shlex.join(command), flush=True)
+        if args.dry_run:
+            continue
+        done = subprocess.run(command, cwd=ROOT)
+        if done.returncode != 0:
+            return done.returncode
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Check ``harness bench project``'s model against measured runs: predict W=2 from W=1.
+
+Given runs of one configuration at two worker counts (``harness bench solve ... --workers
+1 2 --runs-dir DIR`` runs ``harness run --target-return R`` once per seed and W), this pairs
+each run at the base W with the run of the same algorithm, env and seed at the other W,
+predicts the other W's time to its confirmed target from the base run's records alone
+(:func:`harness.bench.project.point`, evaluation as the harness runs it: RL in its head),
+and compares it with what that run measured, term by term::
+
+    harness bench solve --algo optimes --env LunarLanderContinuous --target 200 \\
+        --seeds 100 101 102 --workers 1 2 --runs-dir runs/validate
+    harness bench solve --algo ppo --env LunarLanderContinuous --target 200 \\
+        --seeds 100 101 102 --workers 1 2 --runs-dir runs/validate
+    python scripts/validate_projection.py runs/validate --out runs/validate/projection.md
+
+The table (Markdown, printed and written to ``--out``; ``--json`` keeps every number) has,
+per pair: the steps to the target at both W (the ES family's are equal by determinism,
+PPO/A2C's too), the base run's measured time and the model at the base W (how well the
+records add up), the other run's measured time, the prediction and its error, and the
+predicted and measured seconds of each part (episodes: episode work and messages against
+the measured rollouts; stragglers; head update; evaluation with confirmation; start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.bench import project
+from harness.commands import UsageError
+
+#: Predicted terms against the measured parts they stand for (``time_<part>_s``).
+PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "episodes": (("episode_work", "messages"), ("rollouts",)),
+    "stragglers": (("stragglers",), ("stragglers",)),
+    "head": (("head_update",), ("head_update", "obs_sync")),
+    "eval": (("evaluation",), ("evaluation", "confirmation")),
+    "start-up": (("startup",), project.STARTUP_PARTS),
+    "bookkeeping": (("bookkeeping",), project.BOOKKEEPING_PARTS),
+}
+
+
+def pairs(
+    costs: list[project.RunCosts], base: int, other: int
+) -> list[tuple[project.RunCosts, project.RunCosts]]:
+    """(base run, other run) of the same algorithm, env, seed and target."""
+    key = lambda c: (c.env, c.algo, c.seed, c.target_return)  # noqa: E731
+    at_base = {key(c): c for c in costs if c.workers == base and not c.mixed_workers}
+    return [
+        (at_base[key(c)], c)
+        for c in sorted(costs, key=lambda c: (c.env, c.algo, c.seed))
+        if c.workers == other and not c.mixed_workers and key(c) in at_base
+    ]
+
+
+def compare(
+    base: project.RunCosts, other: project.RunCosts, assumptions: project.Assumptions
+) -> dict[str, Any] | None:
+    """One pair's prediction and measurement, or None when either run missed its target."""
+    if base.target_return is None:
+        return None
+    target = base.target_return
+    step, step_other = project.reached_step(base, target), project.reached_step(other, target)
+    if step is None or step_other is None:
+        return None
+    at_base = project.point(base, step, base.workers, assumptions)
+    predicted = project.point(base, step, other.workers, assumptions)
+    measured = project.measured_seconds(other, step_other)
+    parts = other.parts.get(step_other, {})
+    row: dict[str, Any] = {
+        "env": base.env,
+        "algo": base.algo,
+        "seed": base.seed,
+        "target": target,
+        "steps": [step, step_other],
+        "base_workers": base.workers,
+        "other_workers": other.workers,
+        "base_measured_s": project.measured_seconds(base, step),
+        "base_model_s": at_base.seconds,
+        "measured_s": measured,
+        "predicted_s": predicted.seconds,
+        "error": (predicted.seconds - measured) / measured if measured else None,
+        "parts": {},
+    }
+    for name, (terms, measured_parts) in PARTS.items():
+        row["parts"][name] = {
+            "predicted": sum(predicted.terms[t] for t in terms),
+            "measured": sum(parts.get(p, 0.0) for p in measured_parts),
+        }
+    return row
+
+
+def markdown(rows: list[dict[str, Any]], assumptions: project.Assumptions) -> str:
+    """The comparison as a Markdown table, a line of medians per algorithm, and the
+    model's assumptions."""
+    if not rows:
+        return "No pair of runs reached its target at both worker counts."
+    w0, w1 = rows[0]["base_workers"], rows[0]["other_workers"]
+    head = [
+        "env", "algo", "seed", f"steps W={w0}/W={w1}", f"measured W={w0} s",
+        f"model W={w0} s", f"measured W={w1} s", f"predicted W={w1} s", "error",
+        *(f"{name} s pred/meas" for name in PARTS),
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        base_measured = r["base_measured_s"]
+        cells = [
+            r["env"], r["algo"], str(r["seed"]), f"{r['steps'][0]}/{r['steps'][1]}",
+            f"{base_measured:.1f}" if base_measured is not None else "—",
+            f"{r['base_model_s']:.1f}", f"{r['measured_s']:.1f}", f"{r['predicted_s']:.1f}",
+            f"{r['error']:+.1%}" if r["error"] is not None else "—",
+            *(
+                f"{r['parts'][n]['predicted']:.1f}/{r['parts'][n]['measured']:.1f}"
+                for n in PARTS
+            ),
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for algo in sorted({r["algo"] for r in rows}):
+        errors = [abs(r["error"]) for r in rows if r["algo"] == algo and r["error"] is not None]
+        if errors:
+            lines.append(
+                f"{algo}: median absolute error {statistics.median(errors):.1%} over "
+                f"{len(errors)} pair(s)."
+            )
+    differ = [r for r in rows if r["steps"][0] != r["steps"][1]]
+    if differ:
+        lines.append(
+            f"{len(differ)} pair(s) reached the target at different steps (the W={w1} run "
+            f"took another path); the prediction uses the W={w0} run's steps."
+        )
+    lines += ["", *assumptions.lines()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="runs directories or archives of both W")
+    parser.add_argument("--base", type=int, default=1, help="the W predicted from (1)")
+    parser.add_argument("--at", type=int, default=2, help="the W predicted (2)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the table here")
+    parser.add_argument("--json", type=Path, default=None, help="also write every number here")
+    parser.add_argument(
+        "--machine",
+        type=Path,
+        default=project.MACHINE_COSTS,
+        help="a `harness bench ceiling --vec-envs N --json` output (RL env processes' messages)",
+    )
+    args = parser.parse_args(argv)
+    costs_file, source = project.message_costs()
+    env_step_s, message_s, machine = project.machine_costs(args.machine)
+    assumptions = project.Assumptions(
+        rl_eval="as-run",
+        head_message_s=costs_file,
+        head_message_source=source,
+        env_step_s=env_step_s,
+        subproc_message_s=message_s,
+        machine_source=machine,
+    )
+    try:
+        costs, skipped = project.load(args.runs)
+    except UsageError as error:
+        print(f"validate_projection: {error}", file=sys.stderr)
+        return 2
+    for run, reason in skipped:
+        print(f"skipped {run}: {reason}", file=sys.stderr)
+    rows = [
+        row
+        for base, other in pairs(costs, args.base, args.at)
+        if (row := compare(base, other, assumptions)) is not None
+    ]
+    text = markdown(rows, assumptions)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

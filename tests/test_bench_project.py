@@ -1,0 +1,277 @@
+"""``harness bench project``: wall-clock to a return at 1 to 1,440 cores, from real runs.
+
+Real CartPole runs of an ES (optimes, at one and two workers, the process backend) and
+of PPO, each a ``harness run`` subprocess of a few seconds that stops at a confirmed
+target; then the bench (and the report section, and the validation script) on their
+run directories.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluation.backends import chunk_count
+from harness.bench import project
+from tests.conftest import ROOT, harness_cli
+
+TARGET = 150.0
+CORES = ["1", "2", "4", "8", "16", "64", "256", "1440"]
+COMMON = [
+    "--env", "CartPole", "--target-return", str(TARGET), "--runs-dir",
+    "--set", "eval_every_timesteps=1000", "--set", "eval_episodes=3",
+    "--set", "confirm_episodes=3", "--no-progress",
+]  # fmt: skip
+
+
+def _run(runs: Path, *args: str) -> None:
+    flags = list(COMMON)
+    flags.insert(flags.index("--runs-dir") + 1, str(runs))
+    harness_cli("run", *args, *flags)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("project") / "runs"
+    for workers in ("1", "2"):
+        _run(folder, "--algo", "optimes", "--seed", "3", "--workers", workers,
+             "--backend", "process", "--timesteps", "60000")  # fmt: skip
+    _run(folder, "--algo", "ppo", "--seed", "3", "--timesteps", "20000")
+    return folder
+
+
+def _project(tmp_path: Path, *args: str) -> tuple[dict[str, Any], str]:
+    out = tmp_path / "projection.json"
+    done = harness_cli("bench", "project", *args, "--json", str(out))
+    return json.loads(out.read_text()), done.stdout
+
+
+def _algorithm(data: dict[str, Any], algo: str) -> dict[str, Any]:
+    (found,) = [a for a in data["algorithms"] if a["algo"] == algo]
+    return found
+
+
+def test_the_runs_record_what_the_model_needs(runs: Path) -> None:
+    """The ES records its longest task per generation; PPO its rollout/update split, which
+    the runner books as head_update."""
+    for run_dir in sorted(p for p in runs.iterdir() if p.name.isdigit()):
+        config = json.loads((run_dir / "config.json").read_text())
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["target"]["confirmed"], run_dir
+        if config["algo"] == "optimes":
+            longest = metrics["longest_task_s"]["values"]
+            work = metrics["worker_seconds"]["values"]
+            assert all(0 < m <= w for m, w in zip(longest, work, strict=True))
+            assert all(m >= w / 20 for m, w in zip(longest, work, strict=True))  # 20 tasks
+        else:
+            learn, rollout, update = (
+                metrics[k]["values"] for k in ("learn_s", "rollout_s", "update_s")
+            )
+            for total, r, u in zip(learn, rollout, update, strict=True):
+                assert r > 0 and u > 0 and r + u == pytest.approx(total)
+            assert summary["time_breakdown"]["head_update"] == pytest.approx(sum(update))
+
+
+def test_projection_json_monotone_es_and_rl_capped_at_n_envs(runs: Path, tmp_path: Path) -> None:
+    data, text = _project(tmp_path, str(runs), "--cores", *CORES, "--target", str(TARGET))
+    cores = [int(c) for c in CORES]
+    assert data["cores"] == cores
+    assert data["targets"] == {"CartPole": {"value": TARGET, "source": "--target"}}
+    assert len(data["runs"]) == 3 and all(r["reached"] for r in data["runs"])
+
+    es = _algorithm(data, "optimes")
+    assert es["family"] == "es" and es["runs"] == 1  # projected from the W=1 run
+    assert [m["workers"] for m in es["measured"]] == [1, 2]  # both W measured, marked apart
+    times = [p["seconds"] for p in es["projection"]]
+    assert all(later <= earlier for earlier, later in itertools.pairwise(times))
+    workers = [p["workers"] for p in es["projection"]]
+    assert all(w <= c for w, c in zip(workers, cores, strict=True)) and max(workers) <= 20
+    capped = [p for p in es["projection"] if p["cores"] >= 20]
+    assert len({p["seconds"] for p in capped}) == 1  # the population of 20 caps it
+    for point in es["projection"]:
+        terms = sum(point[t] for t in project.TERMS)
+        assert terms == pytest.approx(point["seconds"])
+    (es_run,) = [r for r in data["runs"] if r["algo"] == "optimes" and r["workers"] == 1]
+    assert es_run["inputs"]["longest_task"] == "recorded"
+    # the model at the run's own W adds its records back up to its measured time
+    assert es_run["projection"][0]["seconds"] == pytest.approx(es_run["measured_s"], rel=0.1)
+    assert es_run["projection"][0]["stragglers"] == 0.0
+    assert es_run["projection"][1]["stragglers"] > 0.0
+    assert es_run["projection"][1]["episode_work"] == pytest.approx(
+        es_run["projection"][0]["episode_work"] / 2
+    )
+
+    rl = _algorithm(data, "ppo")
+    (rl_run,) = [r for r in data["runs"] if r["algo"] == "ppo"]
+    assert rl_run["inputs"]["n_envs"] == 8 and rl_run["inputs"]["split_recorded"]
+    assert rl_run["projection"][0]["seconds"] == pytest.approx(rl_run["measured_s"], rel=0.1)
+    by_cores = {p["cores"]: p for p in rl["projection"]}
+    assert by_cores[8]["workers"] == 8 and by_cores[1440]["workers"] == 8
+    assert by_cores[8]["seconds"] == by_cores[1440]["seconds"] < by_cores[1]["seconds"]
+    assert by_cores[1440]["head_update"] == by_cores[1]["head_update"] > 0  # serial updates
+    raised = {p["cores"]: p["seconds"] for p in rl_run["n_envs_raised"]}
+    assert raised[1440] < raised[8] and rl_run["n_envs_raised_samples"] == "unmeasured"
+    assert "at most n_envs = 8 cores" in text
+    assert "sample-efficiency cost is unmeasured" in text
+
+
+def test_a_target_never_reached_says_so(runs: Path, tmp_path: Path) -> None:
+    data, text = _project(tmp_path, str(runs), "--target", "1e6", "--cores", "1", "16")
+    assert not any(r["reached"] for r in data["runs"])
+    assert all(r["projection"] == [] for r in data["runs"])
+    for algo in data["algorithms"]:
+        assert [p["seconds"] for p in algo["projection"]] == [None, None]
+    assert text.count("never reached by the median run") == 2
+
+
+def test_population_grows_with_the_workers_and_its_effect_is_unmeasured(
+    runs: Path, tmp_path: Path
+) -> None:
+    data, text = _project(
+        tmp_path, str(runs), "--target", str(TARGET), "--cores", "1", "4", "64",
+        "--population-grows",
+    )  # fmt: skip
+    assert data["assumptions"]["population_effect"] == "unmeasured"
+    es = _algorithm(data, "optimes")
+    points = {p["cores"]: p for p in es["projection"]}
+    assert [(p["workers"], p["population"]) for p in points.values()] == [
+        (1, 20), (4, 80), (64, 1280)
+    ]  # fmt: skip
+    assert points[64]["head_update"] == pytest.approx(64 * points[1]["head_update"])
+    # the same generations (its effect unmeasured), each with 20 episodes per worker
+    assert points[64]["episode_work"] == pytest.approx(points[1]["episode_work"])
+    assert "unmeasured" in text
+    effect = tmp_path / "effect.json"
+    effect.write_text(json.dumps({"80": 1}))
+    measured, _ = _project(
+        tmp_path, str(runs), "--target", str(TARGET), "--cores", "4",
+        "--population-grows", "--population-effect", str(effect),
+    )  # fmt: skip
+    assert measured["assumptions"]["population_effect"] == {"80": 1.0}
+    point = _algorithm(measured, "optimes")["projection"][0]
+    assert point["population"] == 80 and point["episode_work"] < points[4]["episode_work"]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        ([], "RUNS"),
+        (["{missing}"], "nope"),
+        (["{empty}"], "no runs under"),
+        (["{runs}", "--cores", "0"], "--cores"),
+        (["{runs}", "--cores", "4", "-3"], "-3"),
+        (["{runs}", "--target", "abc"], "'abc'"),
+        (["{runs}", "--population-effect", "{missing}"], "--population-effect needs"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(
+    runs: Path, tmp_path: Path, args: list[str], named: str
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    paths = {"runs": str(runs), "missing": str(tmp_path / "nope"), "empty": str(empty)}
+    out = tmp_path / "out" / "projection.json"
+    argv = [a.format(**paths) for a in args]
+    done = harness_cli("bench", "project", *argv, "--json", str(out), check=False)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("harness: error:") and named in lines[0]
+    assert not out.exists() and not out.parent.exists()
+
+
+def test_chunk_counts_match_the_backends_scheduling() -> None:
+    for tasks in (1, 7, 40, 200, 2880):
+        for workers in (1, 2, 3, 16, 64, 1440):
+            assert project._chunks(tasks, workers) == chunk_count(tasks, workers, 4)
+
+
+def test_es_first_from_needs_every_larger_core_count() -> None:
+    cores = [1, 2, 4, 8]
+    es = list(zip(cores, [10.0, 6.0, 3.0, 2.0], strict=True))
+    rl = list(zip(cores, [5.0, 4.0, 4.0, 4.0], strict=True))
+    assert project.es_first_from(es, rl) == 4
+    assert project.es_first_from(es, list(zip(cores, [5.0, 4.0, 4.0, 1.0], strict=True))) is None
+    assert project.es_first_from(list(zip(cores, [None] * 4, strict=True)), rl) is None
+    assert project.lower_median([3.0, None, 1.0]) == 3.0
+    assert project.lower_median([3.0, None, None]) is None
+
+
+def test_the_report_draws_the_section_for_both_families(runs: Path, tmp_path: Path) -> None:
+    from harness.report import projection
+
+    out = tmp_path / "report"
+    harness_cli("report", str(runs), "--out", str(out), "--map-runs", "0", "--no-replay")
+    markdown = (out / "report.md").read_text()
+    section = markdown.split("## Wall-clock as cores grow")[1].split("</details>")[0]
+    # the runs stopped near 150, below the solved threshold: a score both families reach
+    assert "CartPole: R = " in section and "0.9 of the way from the first evaluation" in section
+    assert "| optimes | es |" in section and "| ppo | rl |" in section
+    assert (out / projection.FIGURE).stat().st_size > 10_000
+    es_only = [
+        p
+        for p in runs.iterdir()
+        if p.name.isdigit() and json.loads((p / "config.json").read_text())["algo"] == "optimes"
+    ]
+    assert len(es_only) == 2
+    assert projection.panels(es_only) == []  # one family: no section
+
+
+def test_the_validation_script_predicts_w2_from_w1(runs: Path, tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "validate_projection", ROOT / "scripts" / "validate_projection.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["validate_projection"] = module
+    spec.loader.exec_module(module)
+    out = tmp_path / "validation.md"
+    assert module.main([str(runs), "--out", str(out), "--json", str(tmp_path / "v.json")]) == 0
+    (row,) = json.loads((tmp_path / "v.json").read_text())
+    assert row["algo"] == "optimes" and row["steps"][0] == row["steps"][1]  # determinism
+    assert math.isfinite(row["error"]) and row["measured_s"] > 0
+    assert row["parts"]["stragglers"]["predicted"] > 0
+    assert "| CartPole | optimes | 3 |" in out.read_text()
+
+
+def test_runs_without_the_longest_task_fall_back_to_what_they_measured(
+    runs: Path, tmp_path: Path
+) -> None:
+    """Older ES runs: the longest task from the stragglers measured at W=2, else the bound
+    of the episode step cap (CartPole's 500 steps) at W=1."""
+    import shutil
+
+    sources = {}
+    for run_dir in (p for p in runs.iterdir() if p.name.isdigit()):
+        config = json.loads((run_dir / "config.json").read_text())
+        if config["algo"] == "optimes":
+            copy = tmp_path / run_dir.name
+            shutil.copytree(run_dir, copy)
+            metrics = json.loads((copy / "metrics.json").read_text())
+            del metrics["longest_task_s"]
+            (copy / "metrics.json").write_text(json.dumps(metrics))
+            sources[config["workers"]] = copy
+    old = {w: project.read_costs(path) for w, path in sources.items()}
+    assert isinstance(old[1], project.RunCosts) and isinstance(old[2], project.RunCosts)
+    assert old[1].longest_source == "bound: 1 x 500-step cap (not recorded)"
+    assert old[2].longest_source.startswith("from the stragglers measured")
+    step = project.reached_step(old[2], TARGET)
+    assert step is not None
+    at_two = project.point(old[2], step, 2, project.Assumptions())
+    metrics = json.loads((sources[2] / "metrics.json").read_text())
+    recorded = metrics["straggler_s"]["values"][:step]
+    work = metrics["worker_seconds"]["values"][:step]
+    # at the run's own W the term gives back what it measured, at least half a mean task
+    expected = sum(max(r, w / 20 / 2) for r, w in zip(recorded, work, strict=True))
+    assert at_two.terms["stragglers"] == pytest.approx(expected, rel=1e-6)
+    full = project.read_costs(runs / sources[1].name)
+    assert isinstance(full, project.RunCosts) and full.longest_source == "recorded"
+    bound = project.point(old[1], step, 2, project.Assumptions()).terms["stragglers"]
+    assert bound > project.point(full, step, 2, project.Assumptions()).terms["stragglers"]
