@@ -96,6 +96,20 @@ class Cells:
         finally:
             job.ended.set()
 
+    def _settled(self, job: SeedJob) -> bool:
+        """Whether ``job`` needs no run (call under its cell's lock): its trial was stopped,
+        or a completed run of its cell exists; sets its outcome then."""
+        cell = job.cell
+        if self.stopping.is_set():
+            job.outcome = CellOutcome(cell, "ran", "INTERRUPTED", detail="trial stopped")
+            return True
+        done = find_completed(cell, completed_runs(self.runs_dir))
+        if done is not None:
+            job.run_dir = self.runs_dir / done
+            job.outcome = CellOutcome(cell, "skipped", "COMPLETED", done)
+            return True
+        return False
+
     def _attempt(self, job: SeedJob) -> None:
         raise NotImplementedError
 
@@ -148,13 +162,7 @@ class LocalCells(Cells):
     def _attempt(self, job: SeedJob) -> None:
         cell = job.cell
         with cell_lock(self.runs_dir, cell.key):
-            if self.stopping.is_set():
-                job.outcome = CellOutcome(cell, "ran", "INTERRUPTED", detail="trial stopped")
-                return
-            done = find_completed(cell, completed_runs(self.runs_dir))
-            if done is not None:
-                job.run_dir = self.runs_dir / done
-                job.outcome = CellOutcome(cell, "skipped", "COMPLETED", done)
+            if self._settled(job):
                 return
             interrupted = resumable_run(self.runs_dir, cell)
             if interrupted is not None:
@@ -243,13 +251,7 @@ class RayCells(Cells):
 
         cell = job.cell
         with cell_lock(self.runs_dir, cell.key):
-            if self.stopping.is_set():
-                job.outcome = CellOutcome(cell, "ran", "INTERRUPTED", detail="trial stopped")
-                return
-            done = find_completed(cell, completed_runs(self.runs_dir))
-            if done is not None:
-                job.run_dir = self.runs_dir / done
-                job.outcome = CellOutcome(cell, "skipped", "COMPLETED", done)
+            if self._settled(job):
                 return
             task = ray.remote(run_cell_task).options(
                 num_cpus=cell_cpus(cell.config), max_retries=self.retries, retry_exceptions=False
