@@ -152,14 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     costs_file, source = project.message_costs()
-    env_step_s, message_s, machine = project.machine_costs(args.machine)
     assumptions = project.Assumptions(
         rl_eval="as-run",
         head_message_s=costs_file,
         head_message_source=source,
-        env_step_s=env_step_s,
-        subproc_message_s=message_s,
-        machine_source=machine,
+        machine=project.machine_costs(args.machine),
     )
     try:
         costs, skipped = project.load(args.runs)

@@ -41,9 +41,11 @@ def test_vec_envs_measures_the_cost_of_env_processes(tmp_path: Path) -> None:
 
     from harness.bench.project import machine_costs
 
-    env_step_s, message_s, phrase = machine_costs(out)
-    assert env_step_s == 1 / figures["dummy_steps_per_s"]
-    assert message_s == figures["subproc_message_s"] and "machine.json" in phrase
+    machine = machine_costs(out)
+    assert machine is not None and machine.env == figures["env"]
+    assert machine.env_step_s == 1 / figures["dummy_steps_per_s"]
+    assert machine.subproc_message_s == figures["subproc_message_s"]
+    assert "machine.json" in machine.phrase()
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:

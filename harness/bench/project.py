@@ -471,25 +471,40 @@ def message_costs(path: Path = MESSAGE_COSTS) -> tuple[dict[str, float], str]:
     return costs, f"the head's measured cost per message ({text}; {where})"
 
 
-def machine_costs(path: Path | None = MACHINE_COSTS) -> tuple[float, float, str]:
-    """``(env_step_s, subproc_message_s, phrase)`` from a ``harness bench ceiling --vec-envs N
-    --json`` file: one env step in-process, and the serial message cost per env step of
-    SB3's ``SubprocVecEnv``; zeros and "" where no file is given or it holds neither."""
+@dataclass(frozen=True)
+class MachineCosts:
+    """What RL pays at W > 1 on the measured machine (``harness bench ceiling --vec-envs N
+    --json``): one step of ``env`` in-process, and the head's serial message seconds per env
+    step when SB3's ``SubprocVecEnv`` steps each env in its own process."""
+
+    env: str
+    env_step_s: float
+    subproc_message_s: float
+    source: str
+
+    def phrase(self) -> str:
+        return (
+            f"RL env processes cost {self.subproc_message_s * 1e6:.0f} us of the head's time "
+            f"per env step in messages ({self.source}; the env step itself, "
+            f"{self.env_step_s * 1e6:.0f} us, measured on {self.env} only: on other envs the "
+            "whole rollout spreads over the env processes)"
+        )
+
+
+def machine_costs(path: Path | None = MACHINE_COSTS) -> MachineCosts | None:
+    """The RL message costs of a ``harness bench ceiling --vec-envs N --json`` file, or None
+    where no file is given or it holds none."""
     if path is None or not path.is_file():
-        return 0.0, 0.0, ""
+        return None
     try:
         data = rundir.read_json(path)
     except rundir.UnreadableRun:
-        return 0.0, 0.0, ""
+        return None
     data = data if isinstance(data, dict) else {}
     rate, message = data.get("dummy_steps_per_s"), data.get("subproc_message_s")
     if not isinstance(rate, (int, float)) or not isinstance(message, (int, float)) or rate <= 0:
-        return 0.0, 0.0, ""
-    phrase = (
-        f"RL env processes cost {float(message) * 1e6:.0f} us of the head's time per env step "
-        f"in messages and an env step {1e6 / float(rate):.0f} us ({path.name})"
-    )
-    return 1.0 / float(rate), float(message), phrase
+        return None
+    return MachineCosts(str(data.get("env", "")), 1.0 / float(rate), float(message), path.name)
 
 
 # -- the model ---------------------------------------------------------------------------------
@@ -510,11 +525,8 @@ class Assumptions:
     #: a backend missing here counts each run's whole round trip as serial
     head_message_s: dict[str, float] = field(default_factory=dict)
     head_message_source: str = ""
-    #: RL in env subprocesses (W > 1): one env step's seconds and the head's serial message
-    #: seconds per env step (:func:`machine_costs`); 0 where unmeasured
-    env_step_s: float = 0.0
-    subproc_message_s: float = 0.0
-    machine_source: str = ""
+    #: RL in env subprocesses (W > 1): the measured message costs (:func:`machine_costs`)
+    machine: MachineCosts | None = None
 
     def head_cost(self, backend: str) -> float | None:
         """The head's serial seconds per message for runs of ``backend`` (None: unknown)."""
@@ -542,8 +554,8 @@ class Assumptions:
             "parallel and updates serially; evaluation episodes spread over the cores "
             + ("for both families." if self.rl_eval == "parallel" else "for ES (RL: in series).")
             + (
-                f" At W > 1 {self.machine_source}."
-                if self.machine_source
+                f" At W > 1 {self.machine.phrase()}."
+                if self.machine is not None
                 else " RL env processes' messages are not modelled (no --machine file):"
                 " optimistic for RL on cheap envs."
             ),
@@ -633,14 +645,16 @@ def rl_point(
     ``min(workers, n_envs)`` envs (``envs_grow``: over ``workers`` envs), updates serial."""
     envs = workers if envs_grow else min(workers, costs.n_envs)
     serial_rollout = float(costs.rollout_s[:step].sum()) * costs.parallel_envs
-    episode_work, messages = serial_rollout / envs, 0.0
-    if workers > 1 and assumptions.env_step_s > 0:
-        # env steps spread over the env processes; the policy and the buffer stay in the
-        # head, which also sends and awaits every env's step in turn
+    episode_work, messages, machine = serial_rollout / envs, 0.0, assumptions.machine
+    if workers > 1 and machine is not None:
+        # the head sends and awaits every env's step in turn; where the env step was measured
+        # (its env), only the env steps spread over the env processes, the policy and the
+        # buffer staying in the head
         steps_taken = float(np.nan_to_num(costs.timesteps[step - 1]))
-        env_part = min(serial_rollout, steps_taken * assumptions.env_step_s)
-        episode_work = serial_rollout - env_part + env_part / envs
-        messages = steps_taken * assumptions.subproc_message_s
+        messages = steps_taken * machine.subproc_message_s
+        if machine.env == costs.gym_id:
+            env_part = min(serial_rollout, steps_taken * machine.env_step_s)
+            episode_work = serial_rollout - env_part + env_part / envs
     terms = {
         "episode_work": episode_work,
         "stragglers": 0.0,
@@ -1299,16 +1313,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.machine.is_file() and args.machine != MACHINE_COSTS:
         raise UsageError(f"--machine {str(args.machine)!r} is not a file")
     head_costs, head_source = message_costs(args.message_costs)
-    env_step_s, subproc_message_s, machine_source = machine_costs(args.machine)
-    if args.machine.is_file() and not machine_source:
+    machine = machine_costs(args.machine)
+    if args.machine.is_file() and machine is None:
         raise UsageError(
             f"--machine {str(args.machine)!r} holds no dummy_steps_per_s and subproc_message_s"
             " (write it with harness bench ceiling --vec-envs N --json FILE)"
         )
     assumptions = Assumptions(
-        env_step_s=env_step_s,
-        subproc_message_s=subproc_message_s,
-        machine_source=machine_source,
+        machine=machine,
         bandwidth_gbps=args.bandwidth_gbps,
         population_grows=args.population_grows,
         population_effect=_population_effect(args.population_effect),

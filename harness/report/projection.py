@@ -56,13 +56,8 @@ def default_assumptions() -> model.Assumptions:
     (the ES head's, and RL env processes'), each run's population fixed, evaluation spread
     over the cores for both families."""
     costs, source = model.message_costs()
-    env_step_s, message_s, machine = model.machine_costs()
     return model.Assumptions(
-        head_message_s=costs,
-        head_message_source=source,
-        env_step_s=env_step_s,
-        subproc_message_s=message_s,
-        machine_source=machine,
+        head_message_s=costs, head_message_source=source, machine=model.machine_costs()
     )
 
 
