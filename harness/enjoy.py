@@ -74,7 +74,9 @@ def _check_args(args: argparse.Namespace) -> tuple[Path, Path | None]:
     if video.suffix.lower() not in (".mp4", ".gif"):
         raise UsageError(f"--video must end in .mp4 or .gif, got {args.video!r}")
     folder = video.parent if str(video.parent) else Path(".")
-    if not folder.is_dir() or not os.access(folder, os.W_OK):
+    if not folder.is_dir():
+        raise UsageError(f"--video {args.video!r}: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK):
         raise UsageError(f"--video {args.video!r}: folder {str(folder)!r} is not writable")
     return run_dir, video
 

@@ -255,7 +255,7 @@ def test_enjoy_plays_an_interrupted_runs_last_checkpoint(tmp_path: Path) -> None
     [
         (["{tmp}/nowhere"], "nowhere"),
         (["{run}", "--video", "{tmp}/clip.avi"], "clip.avi"),
-        (["{run}", "--video", "{tmp}/missing/clip.mp4"], "missing"),
+        (["{run}", "--video", "{tmp}/missing/clip.mp4"], "missing' does not exist"),
         (["{run}", "--episodes", "0"], "--episodes"),
         (["{run}", "--fps", "-3"], "--fps"),
     ],
