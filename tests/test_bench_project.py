@@ -22,6 +22,10 @@ from evaluation.backends import chunk_count
 from harness.bench import project
 from tests.conftest import ROOT, harness_cli
 
+# Slow: every test reads runs that real `harness run` subprocesses of both families trained
+# first (about 50 s of the suite); CI runs them in `make test-slow`.
+pytestmark = pytest.mark.slow
+
 TARGET = 150.0
 CORES = ["1", "2", "4", "8", "16", "64", "256", "1440"]
 COMMON = [

@@ -31,6 +31,10 @@ from harness.repro import diff_metrics
 from harness.runner import create_algorithm
 from tests.conftest import deterministic_metrics, harness_cli, only_run_dir, read_run
 
+# Slow: end-to-end novelty runs on the process backend, resumed and compared bit for bit; CI
+# runs them in `make test-slow`.
+pytestmark = pytest.mark.slow
+
 
 def spec_of(env_name: str) -> PolicySpec:
     """The linear policy of ``env_name``."""

@@ -30,6 +30,10 @@ import yaml
 from harness.cli import main
 from tests.conftest import ROOT, harness_cli
 
+# Slow: trials are real `harness run` subprocesses and studies are real Optuna studies over
+# them (about 45 s of the suite, plus PostgreSQL and Ray); CI runs them in `make test-slow`.
+pytestmark = pytest.mark.slow
+
 #: A small space: two continuous ranges and the episodes flag (a --set key and a flag).
 SPACE = textwrap.dedent("""\
     optimes:
