@@ -228,6 +228,20 @@ def test_the_report_draws_the_section_for_both_families(runs: Path, tmp_path: Pa
     assert projection.panels(es_only) == []  # one family: no section
 
 
+def test_a_verdict_against_a_gated_algorithm_says_it_is_none(runs: Path) -> None:
+    from harness.report import projection
+
+    run_dirs = [p for p in runs.iterdir() if p.name.isdigit()]
+    (panel,) = projection.panels(run_dirs)
+    plain = projection.verdict(panel)
+    assert projection.gated_verdict(panel, {}) == plain
+    assert projection.gated_verdict(panel, {"a2c": "a2c on CartPole: n = 1"}) == plain
+    gate = "ppo on CartPole: n = 1, 150 (no published anchor)"
+    gated = projection.gated_verdict(panel, {"ppo": gate})
+    assert gated.startswith(plain.removesuffix("."))
+    assert gated.endswith(f"not a verdict, as on the leader row: {gate}.")
+
+
 def test_the_validation_script_predicts_w2_from_w1(runs: Path, tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location(
         "validate_projection", ROOT / "scripts" / "validate_projection.py"

@@ -85,6 +85,9 @@ def test_bad_benchmark_file_names_the_value(
         load_benchmark(path)
 
 
+# Slow: six real CartPole runs through `harness benchmark run` twice, then two full benchmark
+# reports (about 48 s of one worker); CI runs it in `make test-slow`.
+@pytest.mark.slow
 def test_small_benchmark_runs_resumes_and_redraws_from_its_archive(tmp_path: Path) -> None:
     spec = write(tmp_path, SMALL)
     runs, out, summary = tmp_path / "runs", tmp_path / "report", tmp_path / "BENCHMARK.md"

@@ -341,6 +341,29 @@ def test_cell_identity_ignores_ray_address_and_knobs_one_side_lacks(tmp_path: Pa
     assert not same_cell(cell_identity(cell), cell_identity(stored))
 
 
+def test_a_parameter_a_stored_run_predates_matches_only_at_its_default(
+    tmp_path: Path,
+) -> None:
+    """A run made before a knob existed behaved as the knob's built-in default: it is the
+    cell only where the cell asks for that default (the benchmark's cma runs without
+    observation normalisation are not its cells once the env turns it on)."""
+    from algorithms.base import config_defaults
+    from algorithms.registry import get_algorithm
+    from harness.sweep import cell_identity, same_cell
+
+    cell = load_sweep(write_sweep(tmp_path, "ident", [0])).cells[0].config
+    default = config_defaults(get_algorithm(cell["algo"]).Config)["sigma_min"]
+    stored = json.loads(json.dumps(cell))
+    del stored["params"]["sigma_min"]
+    assert cell["params"]["sigma_min"] == default
+    assert same_cell(cell_identity(cell), cell_identity(stored))
+    cell["params"]["sigma_min"] = default + 0.01
+    assert not same_cell(cell_identity(cell), cell_identity(stored))
+    # an algorithm this machine lacks: only the keys both sides have can say
+    cell["algo"] = stored["algo"] = "nobody-installed-this"
+    assert same_cell(cell_identity(cell), cell_identity(stored))
+
+
 def test_no_imports_leaves_the_identity_and_key_of_stored_cells_as_they_were(
     tmp_path: Path,
 ) -> None:

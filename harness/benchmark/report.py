@@ -26,7 +26,7 @@ import math
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -847,7 +847,7 @@ def write_benchmark_report(
     ]
     for detail in [*aggregate_sections, thresholds]:
         detail.folded = True  # the answer and the leader table first; detail on demand
-    cores = cores_section(bench, out)
+    cores = cores_section(bench, out, {f.task.env: f.flagged_gates() for f in all_facts})
     command = "harness benchmark report"
     title = f"Benchmark: ES against RL on {len(bench.tasks)} tasks, held-out seeds"
     doc = Document(
@@ -869,11 +869,15 @@ def write_benchmark_report(
     return {task.env: counts.get(task.env, 0) for task in bench.tasks}
 
 
-def cores_section(bench: Benchmark, out: Path) -> Any:
+def cores_section(
+    bench: Benchmark, out: Path, gates: Mapping[str, Mapping[str, str]] | None = None
+) -> Any:
     """The section "Wall-clock as cores grow": per task, the best ES's and the best RL's time
     to the same score predicted at 1 to 1,440 cores from the task's run archive, the fewest
     cores from which ES gets there first (or why never), its figure and the model's
-    assumptions (:func:`harness.report.projection.benchmark_section`)."""
+    assumptions (:func:`harness.report.projection.benchmark_section`). ``gates``: per env,
+    the algorithms failing their sanity gate and its text, repeated beside any verdict
+    that rests on one of them, as the leader row does."""
     from harness.report.projection import benchmark_section
 
     tasks = [
@@ -884,7 +888,7 @@ def cores_section(bench: Benchmark, out: Path) -> Any:
         )
         for task in bench.tasks
     ]
-    return benchmark_section(tasks, out)
+    return benchmark_section(tasks, out, gates=gates)
 
 
 def _write_summary(

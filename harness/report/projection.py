@@ -13,7 +13,7 @@ task, and the fewest cores from which ES gets there first.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,6 +135,19 @@ def verdict(panel: Panel) -> str:
     return (
         f"{panel.env}: never, because at {top:,} cores the best ES ({algo}, {_seconds(e)}) "
         f"is still slower than the best RL ({rl_algo}, {_seconds(r)}){reason}."
+    )
+
+
+def gated_verdict(panel: Panel, gates: Mapping[str, str]) -> str:
+    """:func:`verdict`, with the failed sanity gates of the algorithms it names: the
+    comparison then says what it rests on instead of standing as a result."""
+    named = {algo for family in ("es", "rl") for _, _, algo in panel.best(family) if algo}
+    failed = [f"{gates[algo]}" for algo in sorted(named) if algo in gates]
+    if not failed:
+        return verdict(panel)
+    return (
+        f"{verdict(panel).removesuffix('.')}; not a verdict, as on the leader row: "
+        f"{'; '.join(failed)}."
     )
 
 
@@ -305,11 +318,16 @@ def report_section(
     return section
 
 
-def benchmark_section(tasks: Sequence[tuple[str, Path, tuple[float, str]]], out: Path) -> Section:
+def benchmark_section(
+    tasks: Sequence[tuple[str, Path, tuple[float, str]]],
+    out: Path,
+    gates: Mapping[str, Mapping[str, str]] | None = None,
+) -> Section:
     """The benchmark page's section: per task (env, its run archive, its reference score),
     the best ES's and the best RL's predicted time to the same score at 1 to 1,440 cores,
     the fewest cores from which ES gets there first (or why never), the figure and the
-    model's assumptions."""
+    model's assumptions. ``gates``: per env, algorithm -> the text of its failed sanity
+    gate; a verdict against such an algorithm says so and is not one."""
     from harness import rundir
 
     (out / BENCHMARK_FIGURE).unlink(missing_ok=True)
@@ -348,6 +366,6 @@ def benchmark_section(tasks: Sequence[tuple[str, Path, tuple[float, str]]], out:
                 row[_cores(c)] = f"{_seconds(seconds)} {algo}" if seconds else "never"
             rows.append(row)
     section.tables.append(("", pd.DataFrame(rows)))
-    section.after += [verdict(p) for p in chosen]
+    section.after += [gated_verdict(p, (gates or {}).get(p.env, {})) for p in chosen]
     section.after += [*assumptions.lines(), *_notes(chosen)]
     return section

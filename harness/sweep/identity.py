@@ -3,7 +3,8 @@
 See "Resumption" in :mod:`harness.sweep`: the completed config minus
 ``ray_address`` and ``tuned`` (the provenance text of tuned settings, whose values
 count as any others) and minus the knobs the algorithm does not use; keys only one
-side has do not count.
+side has do not count, except an algorithm parameter the stored run predates, which
+matches only at the algorithm's built-in default (what the run did before it existed).
 """
 
 from __future__ import annotations
@@ -61,8 +62,31 @@ def same_cell(cell: Any, stored: Any) -> bool:
     Both sides go through :func:`cell_identity`. A key only one side has is a
     knob added to (or removed from) the harness since that run was made; it
     does not count, so adding a knob with a neutral default does not re-run
-    every stored cell.
+    every stored cell. An algorithm parameter only the cell has counts at any other
+    value: the stored run behaved as the parameter's built-in default (cma given
+    observation normalisation on one env is a new cell there, not the old runs).
     """
     if isinstance(cell, dict) and isinstance(stored, dict):
-        return all(same_cell(cell[k], stored[k]) for k in cell.keys() & stored.keys())
+        shared = all(same_cell(cell[k], stored[k]) for k in cell.keys() & stored.keys())
+        return shared and _new_params_at_their_defaults(cell, stored)
     return bool(cell == stored)
+
+
+def _new_params_at_their_defaults(cell: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """Whether every parameter of ``cell["params"]`` that ``stored`` lacks is at the
+    algorithm's built-in default (True where there is nothing to compare)."""
+    params, old = cell.get("params"), stored.get("params")
+    if not (isinstance(params, dict) and isinstance(old, dict)):
+        return True
+    new = params.keys() - old.keys()
+    if not new:
+        return True
+    from algorithms.base import config_defaults
+    from algorithms.registry import AlgorithmRegistryError, get_algorithm
+
+    try:
+        defaults = config_defaults(get_algorithm(str(cell.get("algo"))).Config)
+    except AlgorithmRegistryError:
+        return True  # an algorithm not installed here: only the shared keys can say
+    canonical = json.loads(json.dumps(defaults, default=str))
+    return all(name in canonical and canonical[name] == params[name] for name in new)
