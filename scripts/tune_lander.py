@@ -9,7 +9,12 @@
 2. holdout: two sweeps into ``DIR/holdout``, every algorithm on the held-out seeds (from
    100 on) at the same per-run budget: at its shipped settings, and at its study's best
    trial (the sweep's ``tuned:``, which records the study, its budget and seeds in each run);
-3. report: ``harness report DIR/holdout`` into ``--out``.
+3. report: ``harness report DIR/holdout`` into ``--out``;
+4. pack: into ``--out``, the held-out runs' archive (``runs.tar.xz``, what ``make reports``
+   redraws from), each study's outputs (``studies/STUDY/``: ``best.yaml``, ``trials.csv``,
+   its report and figures) and ``costs.csv``/``costs.md``: runs, timesteps, CPU-seconds and
+   wall-clock per study, per re-check and per held-out group, summed from each run's
+   ``summary.json``.
 
 Each step is a ``harness`` command and resumes where it stopped (the study's trial target,
 the sweeps' completed cells). ``--trials``/``--timesteps`` shrink the study without
@@ -163,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, default=ROOT / "experiments" / "tune_lander.yaml")
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "tune_lander")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "tune_lander")
-    parser.add_argument("--step", choices=("tune", "holdout", "report", "all"), default="all")
+    parser.add_argument(
+        "--step", choices=("tune", "holdout", "report", "pack", "all"), default="all"
+    )
     parser.add_argument("--trials", type=int, default=None, help="trials per algorithm")
     parser.add_argument("--timesteps", type=int, default=None, help="per run, tuning and held out")
     parser.add_argument("--jobs", type=int, default=None, help="trials at once")
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         plan["holdout"]["budget"] = {"timesteps": args.timesteps}
     if args.jobs is not None:
         plan["jobs"] = args.jobs
-    steps = ("tune", "holdout", "report") if args.step == "all" else (args.step,)
+    steps = ("tune", "holdout", "report", "pack") if args.step == "all" else (args.step,)
     commands: list[list[str]] = []
     if "tune" in steps:
         commands.append(tune_command(plan, args.runs_dir))
@@ -225,7 +232,86 @@ def main(argv: list[str] | None = None) -> int:
         done = subprocess.run(command, cwd=ROOT)
         if done.returncode != 0:
             return done.returncode
+    if "pack" in steps:
+        print(f"$ pack {args.runs_dir} -> {args.out}", flush=True)
+        if not args.dry_run:
+            pack(plan, args.runs_dir, args.out)
     return 0
+
+
+#: What a study folder keeps in the report (its HTML embeds the same figures again).
+STUDY_FILES = ("best.yaml", "trials.csv", "report.md")
+
+
+def pack(plan: dict[str, Any], runs_dir: Path, out: Path) -> None:
+    """The held-out runs' archive, each study's outputs and the costs, into ``out``."""
+    import shutil
+
+    from harness import rundir
+
+    held = runs_dir / "holdout"
+    completed = [h.path for h in rundir.scan_runs(held) if h.status == "COMPLETED"]
+    if not completed:
+        fail(f"no completed held-out runs in {held}: run the holdout step first")
+    out.mkdir(parents=True, exist_ok=True)
+    rundir.write_run_archive(sorted(completed, key=lambda p: int(p.name)), out / "runs.tar.xz")
+    for algo in plan["algos"]:
+        study = f"{plan['study']}-{algo}"
+        source = runs_dir / "_tune" / study
+        if not source.is_dir():
+            fail(f"no outputs of study {study} in {source}: run the tune step first")
+        target = out / "studies" / study
+        target.mkdir(parents=True, exist_ok=True)
+        for item in sorted(source.iterdir()):
+            if item.name in STUDY_FILES or item.suffix == ".png":
+                shutil.copyfile(item, target / item.name)
+    rows = cost_rows([runs_dir, held])
+    header = ["group", "runs", "timesteps", "cpu_seconds", "wall_seconds"]
+    lines = [",".join(header)] + [",".join(str(row[k]) for k in header) for row in rows]
+    (out / "costs.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    table = [
+        "| group | runs | timesteps | CPU-seconds | wall-clock s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    table += [
+        f"| {r['group']} | {r['runs']} | {r['timesteps']:,} | {r['cpu_seconds']:,.0f} | "
+        f"{r['wall_seconds']:,.0f} |"
+        for r in rows
+    ]
+    (out / "costs.md").write_text(
+        "# Costs of the study\n\nSummed from each run's `summary.json` (CPU-seconds of the "
+        "run's process tree; wall-clock on a 2-core machine shared with other jobs), per "
+        "study (its trials), per re-check of a study's best trial on fresh tuning seeds, "
+        "and per held-out sweep. Written by `scripts/tune_lander.py --step pack`.\n\n"
+        + "\n".join(table)
+        + "\n",
+        encoding="utf-8",
+    )
+
+
+def cost_rows(folders: list[Path]) -> list[dict[str, Any]]:
+    """Per sweep name (a study, its re-check, a held-out sweep): runs, timesteps,
+    CPU-seconds and wall-clock seconds, from the runs' ``config.json``/``summary.json``."""
+    import json
+
+    totals: dict[str, dict[str, Any]] = {}
+    for folder in folders:
+        for run in sorted(p for p in folder.iterdir() if p.name.isdigit()):
+            try:
+                config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+                summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue  # a run that never finished writing: no cost to read
+            group = str(config.get("sweep") or "unnamed")
+            row = totals.setdefault(
+                group, {"group": group, "runs": 0, "timesteps": 0, "cpu_seconds": 0.0,
+                        "wall_seconds": 0.0},
+            )  # fmt: skip
+            row["runs"] += 1
+            row["timesteps"] += int(summary.get("timesteps") or 0)
+            row["cpu_seconds"] += float(summary.get("cpu_seconds") or 0.0)
+            row["wall_seconds"] += float(summary.get("wall_time_s") or 0.0)
+    return [totals[k] for k in sorted(totals)]
 
 
 if __name__ == "__main__":

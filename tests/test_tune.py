@@ -761,3 +761,32 @@ def test_the_equal_effort_study_file_gives_every_algorithm_one_budget(tmp_path: 
     assert {c.config["seed"] for c in sweep.cells} == set(plan["holdout"]["seeds"])
     assert {c.config["timesteps"] for c in sweep.cells} == {plan["holdout"]["budget"]["timesteps"]}
     assert yaml.safe_load(tuned.read_text())["tuned"]["study"] == plan["study"]
+
+
+def test_the_study_costs_are_summed_per_sweep_from_each_run_record(tmp_path: Path) -> None:
+    """scripts/tune_lander.py's costs: per sweep name (study, re-check, held-out group), the
+    runs, timesteps, CPU- and wall-seconds their summaries record; a half-written run adds
+    nothing."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "tune_lander", ROOT / "scripts" / "tune_lander.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    records = [("s-optimes", 100, 7.5, 70.0), ("s-optimes", 101, 8.5, 80.0), ("s-ppo", 99, 60, 9)]
+    for number, (sweep, steps, cpu, wall) in enumerate(records, start=1):
+        run = tmp_path / str(number)
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps({"sweep": sweep}))
+        summary = {"timesteps": steps, "cpu_seconds": cpu, "wall_time_s": wall}
+        (run / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "4").mkdir()
+    (tmp_path / "4" / "config.json").write_text(json.dumps({"sweep": "s-ppo"}))
+    rows = script.cost_rows([tmp_path])
+    assert rows == [
+        {"group": "s-optimes", "runs": 2, "timesteps": 201, "cpu_seconds": 16.0,
+         "wall_seconds": 150.0},
+        {"group": "s-ppo", "runs": 1, "timesteps": 99, "cpu_seconds": 60.0, "wall_seconds": 9.0},
+    ]  # fmt: skip
