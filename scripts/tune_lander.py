@@ -10,11 +10,11 @@
    100 on) at the same per-run budget: at its shipped settings, and at its study's best
    trial (the sweep's ``tuned:``, which records the study, its budget and seeds in each run);
 3. report: ``harness report DIR/holdout`` into ``--out``;
-4. pack: into ``--out``, the held-out runs' archive (``runs.tar.xz``, what ``make reports``
-   redraws from), each study's outputs (``studies/STUDY/``: ``best.yaml``, ``trials.csv``,
-   its report and figures) and ``costs.csv``/``costs.md``: runs, timesteps, CPU-seconds and
-   wall-clock per study, per re-check and per held-out group, summed from each run's
-   ``summary.json``.
+4. pack: into ``--out``, the held-out runs' archive (``runs.tar.xz`` with their policies,
+   what ``make reports`` redraws from), each study's outputs (``studies/STUDY/``:
+   ``best.yaml``, ``trials.csv``, its report and figures) and ``costs.csv``/``costs.md``:
+   runs, timesteps, CPU-seconds and wall-clock per study, per re-check and per held-out
+   group, summed from each run's ``summary.json``.
 
 Each step is a ``harness`` command and resumes where it stopped (the study's trial target,
 the sweeps' completed cells). ``--trials``/``--timesteps`` shrink the study without
@@ -239,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: A run's policy files that the report's archive keeps beside its records.
+POLICY_FILES = ("final_params.npy", "policy_spec.json", "obs_norm.json", "vec_normalize.json")
 #: What a study folder keeps in the report (its HTML embeds the same figures again).
 STUDY_FILES = ("best.yaml", "trials.csv", "report.md")
 
@@ -254,7 +256,10 @@ def pack(plan: dict[str, Any], runs_dir: Path, out: Path) -> None:
     if not completed:
         fail(f"no completed held-out runs in {held}: run the holdout step first")
     out.mkdir(parents=True, exist_ok=True)
-    rundir.write_run_archive(sorted(completed, key=lambda p: int(p.name)), out / "runs.tar.xz")
+    # the policies travel too, so that the redrawn report replays them (frames, diversity)
+    rundir.write_run_archive(
+        sorted(completed, key=lambda p: int(p.name)), out / "runs.tar.xz", also=POLICY_FILES
+    )
     for algo in plan["algos"]:
         study = f"{plan['study']}-{algo}"
         source = runs_dir / "_tune" / study
