@@ -12,9 +12,9 @@
 3. report: ``harness report DIR/holdout`` into ``--out``;
 4. pack: into ``--out``, the held-out runs' archive (``runs.tar.xz`` with their policies,
    what ``make reports`` redraws from), each study's outputs (``studies/STUDY/``:
-   ``best.yaml``, ``trials.csv``, its report and figures) and ``costs.csv``/``costs.md``:
-   runs, timesteps, CPU-seconds and wall-clock per study, per re-check and per held-out
-   group, summed from each run's ``summary.json``.
+   ``best.yaml``, ``trials.csv``, its report as ``study.md`` and its figures) and
+   ``costs.csv``/``costs.md``: runs, timesteps, CPU-seconds and wall-clock per study, per
+   re-check and per held-out group, summed from each run's ``summary.json``.
 
 Each step is a ``harness`` command and resumes where it stopped (the study's trial target,
 the sweeps' completed cells). ``--trials``/``--timesteps`` shrink the study without
@@ -269,7 +269,9 @@ def pack(plan: dict[str, Any], runs_dir: Path, out: Path) -> None:
         target.mkdir(parents=True, exist_ok=True)
         for item in sorted(source.iterdir()):
             if item.name in STUDY_FILES or item.suffix == ".png":
-                shutil.copyfile(item, target / item.name)
+                # study.md: a report.md in the folder would read as a report of runs
+                name = "study.md" if item.name == "report.md" else item.name
+                shutil.copyfile(item, target / name)
     rows = cost_rows([runs_dir, held])
     header = ["group", "runs", "timesteps", "cpu_seconds", "wall_seconds"]
     lines = [",".join(header)] + [",".join(str(row[k]) for k in header) for row in rows]
