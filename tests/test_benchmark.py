@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness import rundir
 from harness.benchmark.report import (
     TaskScores,
     aggregate_matrix,
@@ -430,3 +431,47 @@ def test_a_carried_checkpoint_is_adopted_only_whole(
     path.write_bytes(bytes(damaged))
     with pytest.raises(CheckpointError, match="damaged: checksum mismatch"):
         adopt_checkpoint(path)
+
+
+# Slow: three real CartPole runs through `harness benchmark run` and three benchmark reports.
+@pytest.mark.slow
+def test_an_archived_run_whose_settings_changed_stays_until_its_cell_runs_again(
+    tmp_path: Path,
+) -> None:
+    """A report from a runs directory rewrites the task's archive; a run archived before
+    its cell's settings changed stays in it (labelled on the page) until the cell runs
+    again, then gives way to the new run."""
+    before = SMALL.replace("algos: [optimes, ppo]", "algos: [optimes, cma]").replace(
+        "seeds: [100, 101, 102]", "seeds: [100]"
+    )
+    after = before.replace(
+        "    cost_cpu_s:", "    overrides:\n      cma: [sigma0=0.3]\n    cost_cpu_s:"
+    )
+    spec, out = write(tmp_path, before), tmp_path / "report"
+    draft = ["--resamples", "100", "--summary", str(tmp_path / "BENCHMARK.md")]
+    first, second = tmp_path / "first", tmp_path / "second"
+    harness_cli("benchmark", "run", "--file", str(spec), "--runs-dir", str(first))
+    harness_cli("benchmark", "report", "--file", str(spec), "--runs-dir", str(first),
+                "--out", str(out), *draft)  # fmt: skip
+    archive = out / "cartpole" / "runs.tar.xz"
+
+    def archived() -> list[tuple[str, float]]:
+        return sorted(
+            (h.config["algo"], h.config["params"].get("sigma0", -1.0))
+            for h in rundir.scan_runs(extract_run_archive(archive))
+        )
+
+    assert [a for a, _ in archived()] == ["cma", "optimes"]
+    old_sigma = dict(archived())["cma"]
+    spec.write_text(textwrap.dedent(after))
+    harness_cli("benchmark", "run", "--file", str(spec), "--runs-dir", str(second),
+                "--algo", "optimes", "--archive-dir", str(out))  # fmt: skip
+    harness_cli("benchmark", "report", "--file", str(spec), "--runs-dir", str(second),
+                "--out", str(out), *draft)  # fmt: skip
+    assert archived() == [("cma", old_sigma), ("optimes", -1.0)]  # kept, not dropped
+    assert "the archived runs no longer match their cells" in (out / "report.md").read_text()
+    harness_cli("benchmark", "run", "--file", str(spec), "--runs-dir", str(second),
+                "--archive-dir", str(out))  # fmt: skip
+    harness_cli("benchmark", "report", "--file", str(spec), "--runs-dir", str(second),
+                "--out", str(out), *draft)  # fmt: skip
+    assert archived() == [("cma", 0.3), ("optimes", -1.0)]  # the rerun replaced it

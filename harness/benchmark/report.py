@@ -69,6 +69,9 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
 
     A cell completed in ``runs_dir`` replaces its archived copy; a cell archived
     earlier (another machine, another session) and absent from ``runs_dir`` is kept.
+    An archived run whose cell's settings changed since it ran stays too, after the
+    cells, while its cell (algorithm, seed, budget kind) is missing: the page shows it
+    labelled until the cell runs again, and no archived record is lost before then.
     Archived runs are renumbered 1, 2, ... in cell order so that labels do not clash.
     Returns the labels of the cells still missing, per task.
     """
@@ -80,6 +83,7 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
         archive = out / task_slug(task.env) / ARCHIVE
         archived = archived_runs(archive)
         chosen: list[Path] = []
+        waiting: set[tuple[str, int, bool]] = set()
         for cell in bench.sweep.cells:
             if bench._task_index[cell.index] != task_index:
                 continue
@@ -95,8 +99,14 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
             )
             if found is None:
                 missing.setdefault(task.env, []).append(cell.label)
+                waiting.add(_cell_key(cell.config))
             else:
                 chosen.append(found)
+        chosen += [
+            h.path
+            for h in archived
+            if h.status == "COMPLETED" and h.path not in chosen and _cell_key(h.config) in waiting
+        ]
         if runs_dir is None or not chosen:
             continue
         with tempfile.TemporaryDirectory(prefix="harness-benchmark-") as staging:
@@ -107,6 +117,12 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
                 numbered.append(target)
             rundir.write_run_archive(numbered, archive)
     return missing
+
+
+def _cell_key(config: dict[str, Any]) -> tuple[str, int, bool]:
+    """What a stale run stands in for: its algorithm, seed and whether it is an
+    equal-compute (``cpu_limit``) cell."""
+    return (str(config.get("algo")), int(config.get("seed") or 0), bool(config.get("cpu_limit")))
 
 
 def _not_archived(folder: str, names: list[str]) -> list[str]:
