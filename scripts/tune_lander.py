@@ -299,15 +299,15 @@ def pack(plan: dict[str, Any], runs_dir: Path, out: Path) -> None:
 def cost_rows(folders: list[Path]) -> list[dict[str, Any]]:
     """Per sweep name (a study, its re-check, a held-out sweep): runs, timesteps,
     CPU-seconds and wall-clock seconds, from the runs' ``config.json``/``summary.json``."""
-    import json
+    from harness import rundir
 
     totals: dict[str, dict[str, Any]] = {}
     for folder in folders:
         for run in sorted(p for p in folder.iterdir() if p.name.isdigit()):
             try:
-                config = json.loads((run / "config.json").read_text(encoding="utf-8"))
-                summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                config = rundir.read_json(run / "config.json")
+                summary = rundir.read_json(run / "summary.json")
+            except rundir.UnreadableRun:
                 continue  # a run that never finished writing: no cost to read
             group = str(config.get("sweep") or "unnamed")
             row = totals.setdefault(
