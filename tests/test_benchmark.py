@@ -59,6 +59,15 @@ def test_shipped_benchmark_is_valid_and_held_out() -> None:
     assert {c.config["workers"] for c in bench.sweep.cells} == {bench.workers}
 
 
+def test_a_filter_that_selects_no_cell_is_refused_by_name() -> None:
+    bench = load_benchmark(ROOT / "experiments" / "benchmark.yaml")
+    assert bench.only(["HalfCheetah-v5"], ["ppo"]).sweep.cells
+    with pytest.raises(
+        BenchmarkError, match="no cell matches --task HalfCheetah-v5 --algo recurrent-ppo"
+    ):
+        bench.only(["HalfCheetah-v5"], ["recurrent-ppo"])
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -413,6 +413,13 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"--resamples {args.resamples} is outside {MIN_RESAMPLES:,}..{MAX_RESAMPLES:,}"
         )
     _check_archives(bench, args.out)  # a refused archive: nothing written yet
+    from harness.benchmark import fairness
+
+    try:  # likewise a malformed provenance or parity file
+        fairness.load_provenance()
+        fairness.load_parity()
+    except fairness.ProvenanceError as error:
+        raise UsageError(str(error)) from None
     if (args.out / RANDOM_SCORES).is_file():  # likewise the folder's random-policy scores
         read_random_scores(args.out / RANDOM_SCORES)
     try:

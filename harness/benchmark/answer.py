@@ -378,7 +378,11 @@ def gates_paragraph() -> str:
         "MuJoCo rows are on v3) and is not ranked where its mean final score is below "
         f"{ANCHOR_SHARE:.0%} of the way from the random policy's score to that anchor, or "
         "where it has fewer completed runs than the benchmark has seeds (any cell). The "
-        "anchors are in experiments/anchors.yaml with their sources."
+        "anchors are in experiments/anchors.yaml with their sources. Where a cell was also "
+        "trained by rl-baselines3-zoo's own train.py at the same settings and seeds "
+        "(reports/zoo_parity/parity.md, drawn by scripts/zoo_parity.py), its anchor column "
+        "sets that run beside the harness's: a gap to the anchor that the zoo's own trainer "
+        "shows too is the settings' or the env version's, not the harness's."
     )
 
 

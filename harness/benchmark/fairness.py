@@ -79,6 +79,9 @@ FEW_GENERATIONS = 100
 SHARES = (0.25, 0.5, 0.75)
 PROVENANCE_FILE = EXPERIMENTS_DIR / "provenance.yaml"
 PROVENANCE_FIELDS = ("by", "task", "seeds", "source")
+#: What ``scripts/zoo_parity.py report`` measured: rl-baselines3-zoo's own trainer at a
+#: cell's settings and seeds, beside the cell.
+PARITY_FILE = EXPERIMENTS_DIR.parent / "reports" / "zoo_parity" / "parity.json"
 
 
 # -- endpoints -----------------------------------------------------------------------------------
@@ -349,6 +352,7 @@ class Gate:
     score: float  # mean final score (:func:`mean_of_last` at the run's own budget)
     random: float
     anchor: Anchor | None = None
+    parity: Parity | None = None
 
     @property
     def floor(self) -> float:
@@ -375,7 +379,8 @@ class Gate:
         if self.anchor is None:
             return f"{number(self.score)} (no published anchor)"
         where = f" at {steps_text(self.anchor.timesteps)}" if self.anchor.timesteps else ""
-        return f"{number(self.score)} against the zoo's {number(self.anchor.value)}{where}"
+        text = f"{number(self.score)} against the zoo's {number(self.anchor.value)}{where}"
+        return text + (f" ({self.parity.text()})" if self.parity else "")
 
     def text(self) -> str:
         """``ppo on Hopper-v5: n = 2, 505 against the zoo's 2,410 at 1M — below its
@@ -386,9 +391,72 @@ class Gate:
         return f"{self.algo} on {self.env}: {', '.join(parts)}{verdict}"
 
 
-def task_gates(scores: TaskScores, anchors: Sequence[Anchor], planned: int) -> dict[str, Gate]:
+@dataclass(frozen=True)
+class Parity:
+    """rl-baselines3-zoo's own ``train.py`` at a cell's settings and seeds, beside the cell's
+    runs at those seeds (``scripts/zoo_parity.py``: the benchmark's final endpoint, each
+    side's mean with its 95% bootstrap interval)."""
+
+    algo: str
+    env: str
+    seeds: tuple[int, ...]
+    zoo: tuple[float, float, float]  # mean, low, high
+    harness: tuple[float, float, float] | None
+    agree: bool | None
+
+    def text(self) -> str:
+        """``rl_zoo3's own train.py on seeds 100-102: 1,012 [995, 1,030]; the harness
+        on them: 1,004 [...]; they agree``."""
+
+        def side(values: tuple[float, float, float]) -> str:
+            mean, low, high = values
+            bounds = f" [{number(low)}, {number(high)}]" if math.isfinite(low) else ""
+            return number(mean) + bounds
+
+        seeds = ", ".join(map(str, self.seeds))
+        text = f"rl_zoo3's own train.py at these settings, seeds {seeds}: {side(self.zoo)}"
+        if self.harness is None:
+            return text + "; the harness has no run at those seeds yet"
+        verdict = {True: "intervals overlap", False: "**intervals apart**", None: "n < 3"}
+        return f"{text}; the harness there: {side(self.harness)}, {verdict[self.agree]}"
+
+
+def load_parity(path: Path = PARITY_FILE) -> dict[tuple[str, str], Parity]:
+    """``(env, algo) -> Parity`` from ``scripts/zoo_parity.py``'s ``parity.json`` (none where
+    the file is absent). Read with the bounded JSON reader: the file may be anyone's."""
+    if not path.is_file():
+        return {}
+    try:
+        entries = rundir.read_json(path)["entries"]
+        found = {}
+        for entry in entries:
+            zoo, ours = entry["zoo"], entry["harness"]
+            both = [int(s) for s in zoo["seeds"]]
+            parity = Parity(
+                str(entry["algo"]),
+                str(entry["env"]),
+                tuple(sorted(set(both) & set(ours["seeds"]))) if ours else tuple(both),
+                (float(zoo["mean"]), float(zoo["low"]), float(zoo["high"])),
+                (float(ours["mean"]), float(ours["low"]), float(ours["high"])) if ours else None,
+                None if entry["agree"] is None else bool(entry["agree"]),
+            )
+            found[(parity.env, parity.algo)] = parity
+    except (rundir.UnreadableRun, KeyError, TypeError, ValueError) as error:
+        raise ProvenanceError(
+            f"{path}: not a parity file of scripts/zoo_parity.py ({error})"
+        ) from None
+    return found
+
+
+def task_gates(
+    scores: TaskScores,
+    anchors: Sequence[Anchor],
+    planned: int,
+    parity: Mapping[tuple[str, str], Parity] | None = None,
+) -> dict[str, Gate]:
     """Every algorithm of the task with completed runs: its gate (RL cells against the
-    published anchor of their algorithm and env; every cell against ``planned`` runs)."""
+    published anchor of their algorithm and env, and against the zoo's own trainer where
+    ``parity`` has it; every cell against ``planned`` runs)."""
     gym_ids = {str(g) for g in scores.runs.get("gym_id", pd.Series(dtype=object)).dropna()}
     gates = {}
     for algo, frame in scores.runs.groupby("algo", sort=True):
@@ -414,6 +482,7 @@ def task_gates(scores: TaskScores, anchors: Sequence[Anchor], planned: int) -> d
             float(finals.mean()) if len(finals) else math.nan,
             scores.random_score,
             anchor,
+            (parity or {}).get((scores.task.env, str(algo))),
         )
     return gates
 
@@ -771,10 +840,11 @@ def task_facts(
     provenance: Provenance,
     planned_runs: int,
     missing: set[tuple[str, int]] | None = None,
+    parity: Mapping[tuple[str, str], Parity] | None = None,
 ) -> TaskFacts:
     """Read everything this module reports about one task from its scores' run table.
     ``missing``: the task's (algorithm, seed) cells the archive lacks (:func:`missing_cells`),
-    whose archived runs are then stale."""
+    whose archived runs are then stale; ``parity``: :func:`load_parity`."""
     table = scores.table
     facts = run_facts(table) if table is not None else pd.DataFrame()
     evals = evaluations(table.steps) if table is not None else pd.DataFrame()
@@ -805,7 +875,7 @@ def task_facts(
         evals=evals,
         equal_runs=equal_runs,
         best=family_best(scores),
-        gates=task_gates(scores, anchors, planned_runs),
+        gates=task_gates(scores, anchors, planned_runs, parity),
         defects=defects,
         matching=matching,
         mujoco=mujoco,

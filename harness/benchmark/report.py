@@ -695,6 +695,7 @@ def write_benchmark_report(
     from harness.report.anchors import load_anchors
 
     anchors, provenance = load_anchors(), fairness.load_provenance()
+    parity = fairness.load_parity()
     all_facts: list[fairness.TaskFacts] = []
     all_scores: list[TaskScores] = []
     task_rows = []
@@ -717,7 +718,7 @@ def write_benchmark_report(
             all_scores.append(scores)
             lacking = fairness.missing_cells(bench, task, missing.get(task.env, []))
             all_facts.append(
-                fairness.task_facts(scores, anchors, provenance, len(bench.seeds), lacking)
+                fairness.task_facts(scores, anchors, provenance, len(bench.seeds), lacking, parity)
             )
             own_budget = own_budget_text(scores, bench.timesteps_of(task))
             if own_budget:

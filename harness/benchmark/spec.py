@@ -154,6 +154,10 @@ class Benchmark:
             and (not algos or str(cell.config["algo"]) in algos)
             and (not seeds or cell.config["seed"] in seeds)
         ]
+        if not cells:
+            chosen = [f"--task {e}" for e in envs] + [f"--algo {a}" for a in algos]
+            chosen += [f"--seed {s}" for s in seeds]
+            raise _fail(self.path, f"no cell matches {' '.join(chosen)}")
         sweep = replace(self.sweep, cells=cells)
         return replace(self, sweep=sweep)
 
