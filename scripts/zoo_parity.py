@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 ZOO_VERSION_FILE = "versions.yml"
+ZOO_PACKAGES = ("rl_zoo3", "stable-baselines3", "sb3-contrib", "gymnasium", "mujoco", "torch")
 #: zoo env id -> the benchmark task that runs it (the harness's env name)
 TASKS = {"LunarLanderContinuous-v3": "LunarLanderContinuous", "Hopper-v5": "Hopper-v5"}
 ORDERED_DICT_TAG = "tag:yaml.org,2002:python/object/apply:collections.OrderedDict"
@@ -90,8 +92,10 @@ def zoo_runs(zoo_dir: Path) -> list[dict[str, Any]]:
         if not len(timesteps) or timesteps[-1] + float(args.get("eval_freq", 0)) <= budget:
             print(f"zoo_parity: skipping {run_dir}: evaluated to {timesteps[-1:]} of {budget:,.0f}")
             continue
+        conf = args.get("conf_file")
         runs.append(
             {
+                "conf_file": Path(str(conf)) if conf else None,
                 "algo": algo,
                 "env": env,
                 "seed": int(args["seed"]),
@@ -130,8 +134,22 @@ def cmd_pack(args: argparse.Namespace) -> int:
                 for k, v in run["hyperparams"].items()
             },
         }
+        if run["conf_file"] is not None:  # the hyperparameter file the command names
+            conf = out / f"{run['algo']}-{run['env']}.conf.yml"
+            conf.write_bytes(run["conf_file"].read_bytes())
+            settings["conf_file_copy"] = conf.name
         (out / f"{stem}.yml").write_text(yaml.safe_dump(settings, sort_keys=False))
         print(f"zoo_parity: packed {run['folder']} as {stem}")
+    if args.zoo_python is not None:
+        probe = (
+            "import importlib.metadata as m, platform; print(platform.python_version()); "
+            f"[print(p, m.version(p)) for p in {list(ZOO_PACKAGES)!r}]"
+        )
+        lines = subprocess.run(
+            [str(args.zoo_python), "-c", probe], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        versions = {"python": lines[0]} | dict(line.split(" ", 1) for line in lines[1:])
+        (out / ZOO_VERSION_FILE).write_text(yaml.safe_dump(versions, sort_keys=False))
     return 0
 
 
@@ -299,6 +317,10 @@ def cmd_report(args: argparse.Namespace) -> int:
                 f"| {entry['algo']} | {entry['zoo_env']} | {seed} | {_number(final)} | "
                 f"{_number(ours_by_seed.get(seed, math.nan))} |"
             )
+    versions = args.out / "zoo" / ZOO_VERSION_FILE
+    if versions.is_file():
+        found = yaml.safe_load(versions.read_text())
+        lines += ["", "The zoo's environment: " + ", ".join(f"{k} {v}" for k, v in found.items())]
     lines += ["", "The zoo's commands (one per seed; `--seed` varies):", "", "```bash"]
     lines += [shlex.join(shlex.split(c)) for c in commands] + ["```", ""]
     for entry in entries:
@@ -314,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="step", required=True)
     pack = sub.add_parser("pack", help="copy the zoo's completed runs into OUT/zoo")
     pack.add_argument("--zoo-dir", type=Path, required=True, help="rl_zoo3.train's --log-folder")
+    pack.add_argument(
+        "--zoo-python", type=Path, help="the zoo's Python: its package versions go to versions.yml"
+    )
     report = sub.add_parser("report", help="write parity.json, parity.md and the figures")
     for p in (pack, report):
         p.add_argument(
