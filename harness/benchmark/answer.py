@@ -351,7 +351,9 @@ def leader_columns(facts: TaskFacts | None, leader: Any) -> dict[str, str]:
         return dict.fromkeys((EQUAL_TIMESTEPS, EQUAL_CPU, FULL_BUDGET, ANCHORS, DEFECTS), "—")
     gated = facts.flagged_gates()
     anchors = "; ".join(
-        f"{algo} {gate.anchor_text()}" + (" — **below its anchor**" if gate.below_anchor else "")
+        f"{algo} {gate.anchor_text()}"
+        + (" — **below its anchor**" if gate.below_anchor else "")
+        + gate.parity_text()
         for algo, gate in facts.gates.items()
         if _is_rl(algo)
     )

@@ -379,8 +379,11 @@ class Gate:
         if self.anchor is None:
             return f"{number(self.score)} (no published anchor)"
         where = f" at {steps_text(self.anchor.timesteps)}" if self.anchor.timesteps else ""
-        text = f"{number(self.score)} against the zoo's {number(self.anchor.value)}{where}"
-        return text + (f" ({self.parity.text()})" if self.parity else "")
+        return f"{number(self.score)} against the zoo's {number(self.anchor.value)}{where}"
+
+    def parity_text(self) -> str:
+        """``; rl_zoo3's own train.py ...`` where the zoo's trainer ran this cell, else ''."""
+        return f"; {self.parity.text()}" if self.parity else ""
 
     def text(self) -> str:
         """``ppo on Hopper-v5: n = 2, 505 against the zoo's 2,410 at 1M — below its
@@ -388,7 +391,7 @@ class Gate:
         parts = [f"n = {self.n}"] if self.few_runs else []
         parts.append(self.anchor_text())
         verdict = " — below its anchor" if self.below_anchor else ""
-        return f"{self.algo} on {self.env}: {', '.join(parts)}{verdict}"
+        return f"{self.algo} on {self.env}: {', '.join(parts)}{verdict}{self.parity_text()}"
 
 
 @dataclass(frozen=True)
@@ -413,8 +416,8 @@ class Parity:
             bounds = f" [{number(low)}, {number(high)}]" if math.isfinite(low) else ""
             return number(mean) + bounds
 
-        seeds = ", ".join(map(str, self.seeds))
-        text = f"rl_zoo3's own train.py at these settings, seeds {seeds}: {side(self.zoo)}"
+        seeds = ("seeds " if len(self.seeds) > 1 else "seed ") + ", ".join(map(str, self.seeds))
+        text = f"rl_zoo3's own train.py at these settings, {seeds}: {side(self.zoo)}"
         if self.harness is None:
             return text + "; the harness has no run at those seeds yet"
         verdict = {True: "intervals overlap", False: "**intervals apart**", None: "n < 3"}
