@@ -167,9 +167,13 @@ def zoo_side(out: Path) -> dict[tuple[str, str], dict[int, pd.DataFrame]]:
     return sides
 
 
-def harness_side(task: str, algo: str, seeds: list[int]) -> dict[int, pd.DataFrame]:
+def harness_side(
+    task: str, algo: str, seeds: list[int], runs_dir: Path | None = None
+) -> dict[int, pd.DataFrame]:
     """The benchmark's completed runs of ``algo`` on ``task`` at ``seeds`` (its committed
-    archive; equal-compute runs left out): seed -> evaluations."""
+    archive, and ``runs_dir``'s runs that ``harness benchmark report`` has not archived
+    yet; equal-compute runs left out; of two runs of a seed, the later): seed ->
+    evaluations."""
     import warnings
 
     from harness.benchmark.carry import ARCHIVE
@@ -178,13 +182,19 @@ def harness_side(task: str, algo: str, seeds: list[int]) -> dict[int, pd.DataFra
     from harness.records import load_runs
 
     archive = ROOT / "reports" / "benchmark" / task_slug(task) / ARCHIVE
-    if not archive.is_file():
+    sources = [p for p in (archive, runs_dir) if p is not None and p.exists()]
+    if not sources:
         return {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = load_runs([archive]).select(("COMPLETED",))
+        table = load_runs(sources).select(("COMPLETED",))
     runs = table.runs[~equal_compute_mask(table.runs)]
-    runs = runs[(runs["algo"].astype(str) == algo) & runs["seed"].astype(int).isin(seeds)]
+    runs = runs[
+        (runs["algo"].astype(str) == algo)
+        & (runs["env"].astype(str) == task)
+        & runs["seed"].astype(int).isin(seeds)
+    ]
+    runs = runs.sort_values("start_time", kind="stable").drop_duplicates("seed", keep="last")
     evals = evaluations(table.steps[table.steps["run"].isin(set(runs["run"]))])
     return {
         int(seed): evals[evals["run"] == run][["timesteps", "eval_return_mean"]]
@@ -272,7 +282,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         task = TASKS.get(env)
         if task is None:
             fail(f"zoo env {env} has no benchmark task here (known: {', '.join(TASKS)})")
-        ours = harness_side(task, algo, sorted(zoo))
+        ours = harness_side(task, algo, sorted(zoo), args.runs_dir)
         both = sorted(set(zoo) & set(ours))
         zoo_stats = side_summary({s: zoo[s] for s in sorted(zoo)})
         our_stats = side_summary({s: ours[s] for s in both}) if both else None
@@ -340,6 +350,11 @@ def main(argv: list[str] | None = None) -> int:
         "--zoo-python", type=Path, help="the zoo's Python: its package versions go to versions.yml"
     )
     report = sub.add_parser("report", help="write parity.json, parity.md and the figures")
+    report.add_argument(
+        "--runs-dir",
+        type=Path,
+        help="the benchmark's runs directory: its runs not archived yet count too",
+    )
     for p in (pack, report):
         p.add_argument(
             "--out", type=Path, default=ROOT / "reports" / "zoo_parity", help="report folder"
