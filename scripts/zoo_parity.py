@@ -218,14 +218,10 @@ def side_summary(curves: dict[int, pd.DataFrame]) -> dict[str, Any]:
     }
 
 
-def _number(value: float) -> str:
-    return "—" if not math.isfinite(value) else f"{value:,.1f}"
-
-
 def _interval(side: dict[str, Any]) -> str:
-    if not math.isfinite(side["low"]):
-        return "—"
-    return f"[{_number(side['low'])}, {_number(side['high'])}]"
+    from harness.report.tables import interval
+
+    return interval(side["low"], side["high"])
 
 
 def draw(
@@ -261,6 +257,8 @@ def draw(
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report.tables import fmt
+
     sides = zoo_side(args.out)
     if not sides:
         fail(f"no packed zoo run under {args.out / 'zoo'}: run the pack step first")
@@ -310,8 +308,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         lines.append(
             f"| {algo} | {env} | zoo {', '.join(map(str, zoo_stats['seeds']))}; harness "
             f"{', '.join(map(str, our_stats['seeds'])) if our_stats else 'none'} | "
-            f"{_number(zoo_stats['mean'])} | {_interval(zoo_stats)} | "
-            f"{_number(our_stats['mean']) if our_stats else '—'} | "
+            f"{fmt(zoo_stats['mean'])} | {_interval(zoo_stats)} | "
+            f"{fmt(our_stats['mean']) if our_stats else '—'} | "
             f"{_interval(our_stats) if our_stats else '—'} | {agree_text} |"
         )
     lines += ["", "Per seed (final score: the mean of the last 3 evaluations):", ""]
@@ -324,8 +322,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
         for seed, final in zip(entry["zoo"]["seeds"], entry["zoo"]["finals"], strict=True):
             lines.append(
-                f"| {entry['algo']} | {entry['zoo_env']} | {seed} | {_number(final)} | "
-                f"{_number(ours_by_seed.get(seed, math.nan))} |"
+                f"| {entry['algo']} | {entry['zoo_env']} | {seed} | {fmt(final)} | "
+                f"{fmt(ours_by_seed.get(seed, math.nan))} |"
             )
     versions = args.out / "zoo" / ZOO_VERSION_FILE
     if versions.is_file():
