@@ -837,6 +837,31 @@ def test_a_setting_that_changes_with_w_still_names_the_groups() -> None:
     )
 
 
+def test_a_sweep_per_configuration_names_groups_that_k_also_splits() -> None:
+    tuned = 0.024225022473841774
+    runs = _four_runs(
+        episodes_per_fitness=[1, 1, 5, 5],
+        sweep=["lander-shipped"] * 2 + ["lander-tuned"] * 2,
+        **{"params.learning_rate": [0.03, 0.03, tuned, tuned]},
+    )
+    grouped = add_groups(runs, ["params.learning_rate"])
+    assert grouped[GROUP].tolist() == ["x k=1 [lander-shipped]"] * 2 + ["x k=5 [lander-tuned]"] * 2
+
+
+def test_a_float_setting_is_labelled_short_but_never_merges_two_groups() -> None:
+    tuned = 0.024225022473841774
+    runs = _four_runs(**{"params.learning_rate": [0.005, 0.005, tuned, tuned]})
+    assert (
+        add_groups(runs, ["params.learning_rate"])[GROUP].tolist()
+        == ["x [learning_rate=0.005]"] * 2 + ["x [learning_rate=0.0242]"] * 2
+    )
+    close = _four_runs(**{"params.learning_rate": [tuned, tuned, 0.0242251, 0.0242251]})
+    assert (
+        add_groups(close, ["params.learning_rate"])[GROUP].tolist()
+        == ["x [learning_rate=0.024225]"] * 2 + ["x [learning_rate=0.0242251]"] * 2
+    )
+
+
 def test_scaling_against_the_fewest_workers() -> None:
     runs = pd.DataFrame(
         {

@@ -188,6 +188,30 @@ def _value_text(value: Any) -> str:
     return str(value)
 
 
+def _float_or_none(text: Any) -> float | None:
+    if not isinstance(text, str) or not any(c in text for c in ".eE"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _shortest_distinct(texts: pd.Series) -> pd.Series:
+    """``texts`` with each float written to the fewest significant digits (at least 3) that
+    keep the column's distinct values distinct: a tuned learning rate labels its group as
+    0.0242, not 0.024225022473841774, and two settings never share a label."""
+    floats = {t: f for t in texts.dropna().unique() if (f := _float_or_none(t)) is not None}
+    if not floats:
+        return texts
+    distinct = set(floats.values())
+    for digits in range(3, 18):
+        short = {t: f"{f:.{digits}g}" for t, f in floats.items()}
+        if len(set(short.values())) == len(distinct):
+            break
+    return texts.map(lambda t: short.get(t, t) if isinstance(t, str) else t)
+
+
 def add_groups(
     runs: pd.DataFrame,
     settings: Sequence[str] = (),
@@ -226,7 +250,7 @@ def add_groups(
                 out.append(_value_text(followed[column]) if column in followed else None)
             else:
                 out.append(_value_text(value) if _present(value) else "none")
-        return pd.Series(out, index=frame.index, dtype=object)
+        return _shortest_distinct(pd.Series(out, index=frame.index, dtype=object))
 
     for _, env_runs in runs.groupby("env", sort=False):
         extra = [c for c in ("episodes_per_fitness", "workers") if varying(env_runs, c)]
@@ -247,9 +271,11 @@ def add_groups(
             others = [c for c, v in shown.items() if v.dropna().nunique() > 1]
             parts = {
                 index: [f"{_short_key(c)}={shown[c][index] or 'n/a'}" for c in others]
-                for index in same.index
+                for index in kin.index
             }
-            by_sweep = _sweep_names(same, {i: tuple(p) for i, p in parts.items()})
+            # over all the algorithm's runs on the env: a sweep per configuration names its
+            # group also where k or W alone split the groups
+            by_sweep = _sweep_names(kin, {i: tuple(p) for i, p in parts.items()})
             for index in same.index:
                 tag = by_sweep.get(index) or ", ".join(parts[index])
                 labels[index] = str(label) + (f" [{tag}]" if tag else "")

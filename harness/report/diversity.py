@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -291,11 +292,15 @@ def diversity_figure(b: Behaviours, table: pd.DataFrame, caption_text: str) -> F
     """Left: every episode's two main descriptors, run means ringed; right: the diversity."""
     import matplotlib.pyplot as plt
 
-    from harness.report.plots import PALETTE, finish
+    from harness.report.plots import LEGEND_WRAP, PALETTE, TICK_WRAP, finish
 
     groups = sorted(b.frame[GROUP].astype(str).unique())
     colors = dict(zip(groups, plt.get_cmap(PALETTE).colors, strict=False))  # type: ignore[attr-defined]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12.0, 4.8))
+    columns = 1 if len(groups) > 4 else 2
+    legend_lines = (
+        sum(len(textwrap.wrap(g, LEGEND_WRAP, break_on_hyphens=False)) for g in groups) / columns
+    )
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12.0, 4.8 + 0.16 * legend_lines))
     x_name, y_name = b.plot
     for group in groups:
         members = b.frame[b.frame[GROUP].astype(str) == group]
@@ -314,27 +319,47 @@ def diversity_figure(b: Behaviours, table: pd.DataFrame, caption_text: str) -> F
     left.set_xlabel(x_name)
     left.set_ylabel(y_name)
     left.set_title("each episode (dots) and each run's mean (rings)", fontsize=9)
-    left.legend(fontsize=7, loc="best")
+    # below the scatter, not over it: a group label can run to a hundred characters
+    handles, names = left.get_legend_handles_labels()
+    left.legend(
+        handles,
+        [textwrap.fill(name, LEGEND_WRAP, break_on_hyphens=False) for name in names],
+        fontsize=7.5,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+        ncol=columns,
+    )
+    # groups down the y axis, so each keeps its whole (wrapped) name
     for k, row in table.reset_index(drop=True).iterrows():
         color = colors[row["group"]]
         value = row["between-run diversity"]
         if not math.isnan(row["low"]):
             right.errorbar(
-                k,
                 value,
-                yerr=[[max(0.0, value - row["low"])], [max(0.0, row["high"] - value)]],
+                k,
+                xerr=[[max(0.0, value - row["low"])], [max(0.0, row["high"] - value)]],
                 fmt="o",
                 color=color,
                 capsize=4,
             )
         else:
-            right.plot(k, value, "o", color=color)
-        right.plot(k + 0.18, row["within-run spread"], "D", mfc="none", color=color)
-        right.annotate(f"n={row['n runs']}", (k, value), xytext=(6, 4), textcoords="offset points")
-    right.set_xlim(-0.5, len(table) - 0.3)
-    right.set_xticks(range(len(table)))
-    right.set_xticklabels([g[:22] for g in table["group"]], rotation=20, ha="right", fontsize=7)
-    right.set_ylabel("mean pairwise distance (standardised)")
+            right.plot(value, k, "o", color=color)
+        right.plot(row["within-run spread"], k + 0.22, "D", mfc="none", color=color)
+        right.annotate(
+            f"n={row['n runs']}",
+            (value, k),
+            xytext=(0, -11),
+            textcoords="offset points",
+            ha="center",
+            fontsize=7.5,
+        )
+    right.set_ylim(len(table) - 0.4, -0.6)
+    right.set_yticks(range(len(table)))
+    right.set_yticklabels(
+        [textwrap.fill(str(g), TICK_WRAP) for g in table["group"]],
+        fontsize=7.5,
+    )
+    right.set_xlabel("mean pairwise distance (standardised)")
     right.set_title(
         "between-run diversity (dots, 95% bootstrap over runs); within-run spread (◇)",
         fontsize=9,
