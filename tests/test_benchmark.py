@@ -68,6 +68,18 @@ def test_a_filter_that_selects_no_cell_is_refused_by_name() -> None:
         bench.only(["HalfCheetah-v5"], ["recurrent-ppo"])
 
 
+def test_a_page_without_runs_does_not_claim_its_equal_compute_cells_ran(tmp_path: Path) -> None:
+    from harness.cli import main
+
+    summary = tmp_path / "BENCHMARK.md"
+    out = ["--out", str(tmp_path / "report"), "--summary", str(summary)]
+    assert main(["benchmark", "report", *out, "--resamples", "100"]) == 0
+    page = summary.read_text(encoding="utf-8")
+    assert "0 of 180 cells complete" in page
+    assert "Every cell it needs has run" not in page
+    assert "Not priced yet on LunarLanderContinuous, PendulumPO" in page
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

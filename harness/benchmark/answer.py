@@ -268,10 +268,14 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
 
 
 def opening(
-    all_facts: Sequence[TaskFacts], own_budgets: dict[str, dict[str, float]], confirmed: bool
+    all_facts: Sequence[TaskFacts],
+    own_budgets: dict[str, dict[str, float]],
+    confirmed: bool,
+    tasks: Sequence[str] = (),
 ) -> list[str]:
     """The page's first paragraphs: the answer per task, what each point measures, how a
-    score is taken."""
+    score is taken. ``tasks``: every task of the benchmark, also those without runs (an
+    equal-compute limit is priced only once both families have runs there)."""
     answer = "\n".join(
         f"- {answer_sentence(f, own_budgets.get(f.task.env, {}))}" for f in all_facts
     )
@@ -283,6 +287,7 @@ def opening(
     missing = [(f.task.env, p) for f in all_facts if (p := equal_compute_point(f)) is not None]
     cells = sum(p.cells_missing for _, p in missing)
     hours = sum(p.cpu_hours_missing for _, p in missing)
+    unpriced = [env for env in tasks if env not in {e for e, _ in missing}]
     points = "\n".join(
         [
             "- **At equal timesteps**: every algorithm after the same number of env steps "
@@ -299,6 +304,9 @@ def opening(
             + (
                 f"Not run yet: {cells} cells, ~{hours:.1f} CPU-hours."
                 if cells
+                else f"Not priced yet on {', '.join(unpriced)}: its CPU limit is the RL "
+                "family's CPU-seconds there, and that needs completed runs of both families."
+                if unpriced
                 else "Every cell it needs has run."
             ),
             "- **Each at its own budget** (where budgets differ): each algorithm after its "

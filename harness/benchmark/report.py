@@ -835,7 +835,12 @@ def write_benchmark_report(
         f"from 100 on); every cell on {bench.workers} core; each algorithm at its shipped "
         "per-env settings (experiments/defaults.yaml, listed in each task's report appendix). "
         f"{status}.",
-        *answer.opening(all_facts, own_budgets, fairness.confirmations_recorded(all_scores)),
+        *answer.opening(
+            all_facts,
+            own_budgets,
+            fairness.confirmations_recorded(all_scores),
+            [task.env for task in bench.tasks],
+        ),
         "Scores are evaluation returns on fresh seeded episodes (the same seeds for every "
         "algorithm), taken at each task's common point: the most timesteps, or "
         "CPU-seconds, that every run of the task reached. A leader is named only where the 95% "
