@@ -284,10 +284,10 @@ def opening(
         for f in all_facts
         if f.best.get("rl") and math.isfinite(rl_progress(f, f.scores.at["cpu_seconds"]))
     ]
-    missing = [(f.task.env, p) for f in all_facts if (p := equal_compute_point(f)) is not None]
-    cells = sum(p.cells_missing for _, p in missing)
-    hours = sum(p.cpu_hours_missing for _, p in missing)
-    unpriced = [env for env in tasks if env not in {e for e, _ in missing}]
+    priced = {f.task.env: p for f in all_facts if (p := equal_compute_point(f)) is not None}
+    cells = sum(p.cells_missing for p in priced.values())
+    hours = sum(p.cpu_hours_missing for p in priced.values())
+    unpriced = [env for env in tasks if env not in priced]
     points = "\n".join(
         [
             "- **At equal timesteps**: every algorithm after the same number of env steps "
