@@ -1105,3 +1105,54 @@ def test_cpu_seconds_reach_each_evaluation_and_compare_only_where_every_run_has_
     runs = pd.DataFrame({"run": ["a", "b", "c", "d"], "env": ["E", "E", "F", "F"]})
     assert cpu_seconds_compared(both, runs, least=3.0) == {"F": 3.0}
     assert cpu_seconds_compared(both, runs, least=4.0) == {}
+
+
+def test_groups_of_one_algorithm_at_one_k_are_told_apart_in_the_episodes_figure() -> None:
+    from matplotlib.colors import to_rgb
+
+    from harness.report.plots import episodes_figure
+
+    seeds = [100, 101, 102]
+    rows = [
+        (f"{sweep}-{seed}", algo, k, sweep, seed)
+        for sweep, algo, k in [("shipped", "ppo", 1), ("tuned", "ppo", 1), ("tuned", "optimes", 5)]
+        for seed in seeds
+    ]
+    runs = add_groups(
+        pd.DataFrame(
+            {
+                "run": [r[0] + r[1] for r in rows],
+                "env": ["E"] * len(rows),
+                "algo": [r[1] for r in rows],
+                "episodes_per_fitness": [r[2] for r in rows],
+                "sweep": [r[3] for r in rows],
+                "seed": [r[4] for r in rows],
+                "workers": [1] * len(rows),
+                "final_eval_return": np.arange(len(rows), dtype=float),
+                "params.learning_rate": [0.03 if r[3] == "shipped" else 0.02 for r in rows],
+            }
+        ),
+        ["params.learning_rate"],
+    )
+    steps = pd.DataFrame(
+        [
+            {"run": run, "timesteps": t, "eval_return_mean": float(i + t / 100)}
+            for i, run in enumerate(runs["run"])
+            for t in (100.0, 200.0, 300.0)
+        ]
+    )
+    figure = episodes_figure(steps, runs)
+    assert figure is not None
+    curves, scores = figure.axes[0], figure.axes[1]
+    colour = {
+        text.get_text(): to_rgb(line.get_color())
+        for line, text in zip(
+            curves.get_legend().get_lines(), curves.get_legend().get_texts(), strict=True
+        )
+    }
+    shipped = next(c for t, c in colour.items() if t.startswith("ppo") and "shipped" in t)
+    tuned = next(c for t, c in colour.items() if t.startswith("ppo") and "tuned" in t)
+    assert shipped != tuned
+    named = [t.get_text() for t in scores.get_legend().get_texts()]
+    assert sum(name.startswith("ppo") for name in named) == 2
+    assert any(name == "optimes" or name.startswith("optimes") for name in named)

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from harness.report.anchors import Anchor, anchors_for, draw_anchors, training_fitness_anchors
@@ -69,6 +70,17 @@ def group_colors(groups: list[str]) -> dict[str, Any]:
     if groups and all(group in fixed for group in groups):
         return {group: fixed[group] for group in groups}
     return dict(zip(groups, sns.color_palette(PALETTE, len(groups)), strict=True))
+
+
+def shades(color: Any, n: int) -> list[Any]:
+    """``n`` shades of one hue, darkest first and the hue itself last. Groups of one
+    algorithm that share every other style (colour by algorithm, dash by k) stay apart."""
+    if n <= 1:
+        return [color]
+    base = np.asarray(to_rgb(color))
+    # From 55% darker up to the hue itself, never lighter: some algorithms' hues are light
+    # already, and a paler shade of them vanishes on the white grid.
+    return [tuple(base * (1 - t)) for t in np.linspace(0.55, 0.0, n)]
 
 
 def apply_style() -> None:
@@ -440,7 +452,8 @@ def _stat_errorbar(ax: Any, x: float, scores: np.ndarray, color: Any, label: str
 def episodes_figure(
     steps: pd.DataFrame, runs: pd.DataFrame, score: str = "final_eval_return"
 ) -> Figure | None:
-    """Episodes per fitness compared: each group's curve (colour: algorithm, line: k), and
+    """Episodes per fitness compared: each group's curve (colour: algorithm, shaded where
+    an algorithm has several groups at one k; line: k), and
     each group's score against k. Groups are the report's own, so runs of different
     configurations (workers, policy, ...) are never pooled."""
     envs = [
@@ -461,12 +474,20 @@ def episodes_figure(
     styles = {k: LINESTYLES[i % len(LINESTYLES)] for i, k in enumerate(ks)}
     group_algo = dict(zip(subset[GROUP], subset["algo"], strict=False))
     group_k = dict(zip(subset[GROUP], subset["k"], strict=False))
+    # Groups of one algorithm at one k (a shipped and a tuned setting, say) would share
+    # colour and dash; each gets its own shade of the algorithm's hue.
+    group_color: dict[str, Any] = {}
+    for (algo, _k), members in subset.groupby(["algo", "k"], sort=True)[GROUP]:
+        names = sorted(members.unique())
+        group_color.update(zip(names, shades(colors[algo], len(names)), strict=True))
+    several = {algo for algo, members in subset.groupby("algo")[GROUP] if members.nunique() > 1}
     for row, env in enumerate(envs):
         left, right = axes[row]
         data = curves[curves["env"] == env]
         for group, frame in data.groupby(GROUP, sort=True):
-            algo, k = group_algo[group], group_k[group]
-            draw_group(left, frame, "timesteps", colors[algo], str(group), styles[k])
+            draw_group(
+                left, frame, "timesteps", group_color[group], str(group), styles[group_k[group]]
+            )
         left.set_xlabel(AXIS_LABELS["timesteps"])
         _timestep_axis(left)
         left.set_ylabel("eval return")
@@ -484,18 +505,20 @@ def episodes_figure(
             offsets = np.linspace(-width, width, len(members)) if len(members) > 1 else [0.0]
             for offset, group in zip(offsets, members, strict=True):
                 algo = group_algo[group]
+                # An algorithm with one group is named once; one with several, per group.
+                name = str(group) if algo in several else algo
                 values = finals.loc[finals[GROUP] == group, score].to_numpy(float)
                 x = positions[k] + offset
                 right.scatter(
                     np.full(values.size, x),
                     values,
-                    color=colors[algo],
+                    color=group_color[group],
                     alpha=0.45,
                     s=18,
-                    label=None if algo in labelled else algo,
+                    label=None if name in labelled else name,
                 )
-                labelled.add(algo)
-                _stat_errorbar(right, x, values, colors[algo], None)
+                labelled.add(name)
+                _stat_errorbar(right, x, values, group_color[group], None)
         right.set_xticks(range(len(ks)), [str(k) for k in ks])
         right.set_xlim(-0.6, len(ks) - 0.4)
         right.set_xlabel("episodes per fitness evaluation (k)")
