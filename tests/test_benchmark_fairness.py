@@ -3,6 +3,7 @@ Salimans et al. table on a small synthetic archive, equal-compute cells and prov
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import textwrap
@@ -489,3 +490,23 @@ def test_equal_compute_cells_are_planned_costed_and_told_apart(tmp_path: Path) -
         path.write_text(textwrap.dedent(text))
         with pytest.raises(BenchmarkError, match=message.replace("[", r"\[")):
             load_benchmark(path)
+
+
+def test_the_family_aggregate_names_a_pick_below_its_sanity_gate(tmp_path: Path) -> None:
+    facts = synthetic_task(tmp_path)
+
+    def section() -> str:
+        return answer.family_section(
+            [facts],
+            tmp_path,
+            10,
+            "",
+            lambda matrix, out, name, reps: (pd.DataFrame(), ["a.png", "b.png"]),
+            lambda *args: pd.DataFrame(),
+        ).paragraphs[0]
+
+    assert "Hopper-v5: optimes against ppo. " in section()
+    # ppo with fewer runs than the benchmark has seeds fails its gate; it stays the RL
+    # family's pick (what the family runs there), and the paragraph says so.
+    facts.gates["ppo"] = dataclasses.replace(facts.gates["ppo"], planned=5)
+    assert "Hopper-v5: optimes against ppo (ppo below its sanity gate, above). " in section()

@@ -583,7 +583,16 @@ def family_section(
         )
     table, images = aggregate_figures(aggregate.matrix, out, "family_timesteps", reps)
     families = {ES_FAMILY: "es", RL_FAMILY: "rl"}
-    picks = "; ".join(f"{env}: {es} against {rl}" for env, (es, rl) in aggregate.picks.items())
+    facts_of = {f.task.env: f for f in all_facts}
+
+    def pick(env: str, es: str, rl: str) -> str:
+        # A pick below its sanity gate stays in (it is what the family runs there), named.
+        flagged = facts_of[env].flagged_gates() if env in facts_of else {}
+        failing = [a for a in (es, rl) if a in flagged]
+        named = f" ({' and '.join(failing)} below its sanity gate, above)" if failing else ""
+        return f"{env}: {es} against {rl}{named}"
+
+    picks = "; ".join(pick(env, es, rl) for env, (es, rl) in aggregate.picks.items())
     n_runs = next(iter(aggregate.matrix.values())).shape[0]
     used = [f for f in all_facts if f.task.env in aggregate.envs]
     es_counts = sorted({sum(1 for a in f.task.algos if not _is_rl(a)) for f in used})
