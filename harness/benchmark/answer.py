@@ -587,7 +587,7 @@ def family_section(
 
     def pick(env: str, es: str, rl: str) -> str:
         # A pick below its sanity gate stays in (it is what the family runs there), named.
-        flagged = facts_of[env].flagged_gates() if env in facts_of else {}
+        flagged = facts_of[env].flagged_gates()
         failing = [a for a in (es, rl) if a in flagged]
         named = f" ({' and '.join(failing)} below its sanity gate, above)" if failing else ""
         return f"{env}: {es} against {rl}{named}"
