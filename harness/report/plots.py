@@ -453,9 +453,9 @@ def episodes_figure(
     steps: pd.DataFrame, runs: pd.DataFrame, score: str = "final_eval_return"
 ) -> Figure | None:
     """Episodes per fitness compared: each group's curve (colour: algorithm, shaded where
-    an algorithm has several groups at one k; line: k), and
-    each group's score against k. Groups are the report's own, so runs of different
-    configurations (workers, policy, ...) are never pooled."""
+    an algorithm has several groups at one k; line: k), and each group's score against k.
+    Groups are the report's own, so runs of different configurations (workers, policy,
+    ...) are never pooled."""
     envs = [
         env
         for env, frame in runs.groupby("env", sort=False)
