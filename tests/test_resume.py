@@ -382,25 +382,29 @@ WRITER = textwrap.dedent("""
     while True:
         i += 1
         save_checkpoint(path, {"i": i, "blob": os.urandom(3_000_000)})
+        if i == 1:
+            print("saved", flush=True)
 """)
 
 
 def test_checkpoint_writes_are_atomic_under_sigkill(tmp_path: Path) -> None:
     path = tmp_path / "checkpoint.pkl"
     rng = random.Random(0)
-    seen = 0
     for _ in range(8):
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT)
-        time.sleep(0.3 + rng.random() * 0.3)
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
+        # Kill at a random point after the first complete write, however long the start
+        # took on a loaded machine, so that most kills land in the middle of a later write.
+        assert writer.stdout is not None and writer.stdout.readline() == "saved\n"
+        time.sleep(rng.random() * 0.3)
         writer.send_signal(signal.SIGKILL)
         writer.wait()
-        if path.exists():
-            state = load_checkpoint(path)  # never half a file
-            assert len(state["blob"]) == 3_000_000
-            seen += 1
+        state = load_checkpoint(path)  # never half a file
+        assert len(state["blob"]) == 3_000_000
         remove_stale_temporaries(tmp_path)
-        assert [p.name for p in tmp_path.iterdir()] in ([], ["checkpoint.pkl"])
-    assert seen >= 6
+        assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pkl"]
+        path.unlink()
 
 
 def test_damaged_files_are_refused_with_one_line(tmp_path: Path) -> None:
