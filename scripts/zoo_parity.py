@@ -41,7 +41,11 @@ sys.path.insert(0, str(ROOT))
 ZOO_VERSION_FILE = "versions.yml"
 ZOO_PACKAGES = ("rl_zoo3", "stable-baselines3", "sb3-contrib", "gymnasium", "mujoco", "torch")
 #: zoo env id -> the benchmark task that runs it (the harness's env name)
-TASKS = {"LunarLanderContinuous-v3": "LunarLanderContinuous", "Hopper-v5": "Hopper-v5"}
+TASKS = {
+    "LunarLanderContinuous-v3": "LunarLanderContinuous",
+    "HalfCheetah-v5": "HalfCheetah-v5",
+    "Hopper-v5": "Hopper-v5",
+}
 ORDERED_DICT_TAG = "tag:yaml.org,2002:python/object/apply:collections.OrderedDict"
 
 
