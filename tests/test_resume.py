@@ -391,15 +391,14 @@ def test_checkpoint_writes_are_atomic_under_sigkill(tmp_path: Path) -> None:
     path = tmp_path / "checkpoint.pkl"
     rng = random.Random(0)
     for _ in range(8):
-        writer = subprocess.Popen(
+        with subprocess.Popen(
             [sys.executable, "-c", WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
-        )
-        # Kill at a random point after the first complete write, however long the start
-        # took on a loaded machine, so that most kills land in the middle of a later write.
-        assert writer.stdout is not None and writer.stdout.readline() == "saved\n"
-        time.sleep(rng.random() * 0.3)
-        writer.send_signal(signal.SIGKILL)
-        writer.wait()
+        ) as writer:
+            # Kill at a random point of the writing loop after its first complete write,
+            # however long the start took on a loaded machine.
+            assert writer.stdout is not None and writer.stdout.readline() == "saved\n"
+            time.sleep(rng.random() * 0.3)
+            writer.send_signal(signal.SIGKILL)
         state = load_checkpoint(path)  # never half a file
         assert len(state["blob"]) == 3_000_000
         remove_stale_temporaries(tmp_path)
