@@ -320,8 +320,10 @@ def test_ctrl_c_while_the_command_starts_is_quiet(delay_s: float, tmp_path: Path
             "harness.cli",
             "run",
             *CARTPOLE,
+            # Far more generations than a quiet machine runs before the signal: a short run
+            # could finish first and exit 0 without ever meeting the signal.
             "--generations",
-            "3",
+            "500",
             "--backend",
             "inline",
             "--runs-dir",
