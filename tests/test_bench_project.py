@@ -85,7 +85,14 @@ def test_the_runs_record_what_the_model_needs(runs: Path) -> None:
 
 
 def test_projection_json_monotone_es_and_rl_capped_at_n_envs(runs: Path, tmp_path: Path) -> None:
-    data, text = _project(tmp_path, str(runs), "--cores", *CORES, "--target", str(TARGET))
+    # RL's env-process messages at no cost: with the committed machine file's cost per step, a
+    # CartPole rollout measured fast enough makes one env the quickest (CI saw workers == 1),
+    # and the n_envs cap under test would not be reached
+    machine = tmp_path / "machine.json"
+    machine.write_text(json.dumps({"dummy_steps_per_s": 1e4, "subproc_message_s": 0.0}))
+    data, text = _project(
+        tmp_path, str(runs), "--cores", *CORES, "--target", str(TARGET), "--machine", str(machine)
+    )
     cores = [int(c) for c in CORES]
     assert data["cores"] == cores
     assert data["targets"] == {"CartPole": {"value": TARGET, "source": "--target"}}
