@@ -143,9 +143,12 @@ def test_train_episode_steps_caps_training_but_not_evaluation(runs_dir: Path) ->
 
 def test_each_evaluation_row_has_the_cpu_seconds_of_its_own_step(runs_dir: Path) -> None:
     """The meter is read at most once a second, except at a step an evaluation follows:
-    evaluations less than a second apart still get their own, increasing, CPU-seconds."""
+    evaluations less than a second apart still get their own, increasing, CPU-seconds.
+
+    3,000 timesteps between evaluations: the meter counts in clock ticks (10 ms), and 1,000
+    CartPole timesteps sometimes took less than one tick."""
     record = _run(
-        runs_dir, "--backend", "inline", "--set", "eval_every_timesteps=1000", timesteps=6000
+        runs_dir, "--backend", "inline", "--set", "eval_every_timesteps=3000", timesteps=18000
     )
     metrics = record["metrics"]
     cpu = dict(zip(metrics["cpu_seconds"]["steps"], metrics["cpu_seconds"]["values"], strict=True))
