@@ -319,6 +319,14 @@ def test_equal_compute_runs_are_scored_apart_from_the_grid(tmp_path: Path) -> No
     text = answer.full_budget_text(point, facts, cell=True)
     assert text.startswith("inconclusive (n < 3): **optimes** 285.0 (n=1) over ppo 90.0")
 
+    # ppo far below its anchor: the cell keeps both values and ranks neither
+    gated = fairness.task_facts(scores, [zoo("ppo", 2410.0)], fairness.Provenance({}), 1)
+    point = fairness.equal_compute_point(gated)
+    assert answer.full_budget_text(point, gated, cell=True) == (
+        "optimes 285 (n=1) against ppo 90.0 (n=1) (not ranked: ppo on Hopper-v5: 90.0 against "
+        "the zoo's 2,410 at 1M — below its anchor)"
+    )
+
 
 # -- configs against published settings ---------------------------------------------------------
 

@@ -174,8 +174,9 @@ def full_budget_text(point: EqualComputePoint | None, facts: TaskFacts, *, cell:
         comparison = compare(es, known[es], point.rl, point.rl_scores)
         gate = _gate(facts, point.rl, es)
         if cell:
-            text = cell_text(comparison)
-            parts.append(f"not ranked: {gate}" if gate else text)
+            # a gated pair still shows its values, as the sentence does, but ranks neither
+            gated = f"{sentence_part(comparison, es, point.rl, gate)} (not ranked: {gate})"
+            parts.append(gated if gate else cell_text(comparison))
         else:
             parts.append(sentence_part(comparison, es, point.rl, gate))
     if point.cells_missing:
