@@ -221,6 +221,10 @@ def _short_number(value: float, _position: Any = None) -> str:
     return f"{value:g}"
 
 
+def _rounded(value: float) -> str:
+    return f"{value / 1e6:.1f}M" if abs(value) >= 1e6 else f"{value / 1e3:.0f}k"
+
+
 def _timestep_axis(ax: Any) -> None:
     from matplotlib.ticker import FuncFormatter
 
@@ -275,6 +279,42 @@ def _widen_for_legends(fig: Figure, axes: list[Any]) -> None:
         fig.subplots_adjust(wspace=(legend_in + 1.2) / panel_in)
 
 
+#: On a clipped axis, a group with a run of fewer evaluations (the start included) up to the
+#: cut is drawn faint only: an aggregate through two points would read as a learning curve.
+MIN_EVALUATIONS_CURVE = 3
+
+#: A timesteps axis whose runs go past this multiple of the common budget is clipped ...
+CLIP_PAST_CUT = 10.0
+#: ... at this multiple: runs trained to a CPU limit can go on 28 times past an RL budget,
+#: and a full axis leaves the comparison at that budget a sliver at its left edge (at 5
+#: times, an ES at its own budget, the budget still has a fifth of the axis).
+CLIP_AT = 1.25
+
+
+def _fewest_evaluations(group_raw: pd.DataFrame, x: str, cut: float) -> int:
+    """The fewest evaluations any run of ``group_raw`` logged up to ``cut``."""
+    by_cut = group_raw[group_raw[x] <= cut * 1.001]
+    counts = by_cut.groupby("run")[x].nunique()
+    return int(counts.reindex(group_raw["run"].unique(), fill_value=0).min())
+
+
+def _clip_past_cut(ax: Any, cut: float, x_max: float) -> float:
+    """End ``ax``'s x axis at ``CLIP_AT`` times ``cut`` and name, on the axes, how far the
+    runs go; return the new right edge."""
+    right = CLIP_AT * cut
+    ax.set_xlim(-0.02 * right, right)
+    ax.annotate(
+        f"runs go on to {_rounded(x_max)} \u2192 (clipped)",
+        xy=(0.99, 0.02),
+        xycoords="axes fraction",
+        ha="right",
+        va="bottom",
+        fontsize=8,
+        color="0.3",
+    )
+    return right
+
+
 def eval_curve_figure(
     steps: pd.DataFrame,
     runs: pd.DataFrame,
@@ -284,7 +324,10 @@ def eval_curve_figure(
 ) -> Figure | None:
     """Eval return against ``x`` per env and group: IQM (n >= 4) or mean (n = 3) with a 95%
     band (rliable), single runs below that; truncated at the common budget ``until`` (a
-    vertical line), faint full runs behind; published anchors where the env has some."""
+    vertical line), faint full runs behind; published anchors where the env has some. A
+    timesteps axis whose runs go past ``CLIP_PAST_CUT`` times the budget ends at ``CLIP_AT``
+    times it, says how far they go, and draws faint only a group whose runs evaluated there
+    fewer than ``MIN_EVALUATIONS_CURVE`` times."""
     curves = eval_curves(steps, runs, x, until=until)
     if curves.empty:
         return None
@@ -293,6 +336,7 @@ def eval_curve_figure(
     fig, axes = _grid(len(envs))
     raw = eval_points(steps, x).merge(runs[["run", "env", GROUP]], on="run")
     drawn: list[Anchor] = []
+    clipped = False
     for ax, env in zip(axes, envs, strict=True):
         data = curves[curves["env"] == env]
         env_raw = raw[raw["env"] == env]
@@ -303,24 +347,34 @@ def eval_curve_figure(
         _raw_runs(ax, env_raw, x, colors, GROUP)
         ax.set_xlabel(AXIS_LABELS.get(x, x))
         ax.set_ylabel("eval return (mean of episodes)")
+        cut = (until or {}).get(str(env))
+        x_max = float(env_raw[x].max()) if len(env_raw) else 0.0
+        clip = x == "timesteps" and cut is not None and x_max > CLIP_PAST_CUT * cut
         for group in order:
             members = data[data[GROUP] == group]
-            if members.empty:
-                n = env_raw.loc[env_raw[GROUP] == group, "run"].nunique()
+            group_raw = env_raw[env_raw[GROUP] == group]
+            evaluated = _fewest_evaluations(group_raw, x, cut) if clip and cut else None
+            # on a clipped axis, a run with two evaluations by the cut would draw a straight
+            # line, not a learning curve: it evaluates at a spacing set for its own budget
+            if members.empty or (evaluated is not None and evaluated < MIN_EVALUATIONS_CURVE):
+                why = (
+                    "no evaluation by the cut"
+                    if members.empty
+                    else f"a run has {evaluated} evaluation{'s' * (evaluated != 1)} by the cut"
+                )
                 ax.plot(
                     [],
                     [],
                     color=colors[group],
                     alpha=0.5,
                     linewidth=1.4,
-                    label=f"{group} (n={n}, faint only: no evaluation by the cut)",
+                    label=f"{group} (n={group_raw['run'].nunique()}, faint only: {why})",
                 )
                 continue
             draw_group(ax, members, x, colors[group], group, use_rliable_plot=True)
         if x == "timesteps":
             _timestep_axis(ax)
         _log_wall_clock(ax, env_raw if len(env_raw) else data, x)
-        cut = (until or {}).get(str(env))
         if cut is not None and len(env_raw) and float(env_raw[x].max()) > cut * 1.001:
             ax.axvline(
                 cut,
@@ -329,10 +383,13 @@ def eval_curve_figure(
                 linewidth=1.0,
                 label=f"common {AXIS_CUT_NAMES.get(x, x)}",
             )
+        if clip and cut is not None:
+            x_max = _clip_past_cut(ax, cut, x_max)
+            clipped = True
         handles: list[Any] = []
         if anchors:
             env_anchors = anchors_for(anchors, runs, str(env))
-            handles = draw_anchors(ax, env_anchors, float(env_raw[x].max()) if len(env_raw) else 0)
+            handles = draw_anchors(ax, env_anchors, x_max)
             drawn += env_anchors
         ax.set_title(str(env), fontsize=11)
         _legend_outside(ax, handles)
@@ -345,6 +402,12 @@ def eval_curve_figure(
     )
     if until:
         note += f"; curves end at the common {AXIS_CUT_NAMES.get(x, x)}"
+    if clipped:
+        note += (
+            f"; where runs go past {CLIP_PAST_CUT:g}x the common budget, the axis ends at "
+            f"{CLIP_AT:g}x it, says how far they go, and a group with a run of fewer than "
+            f"{MIN_EVALUATIONS_CURVE} evaluations by the budget is faint only"
+        )
     if drawn:
         note += "; " + anchor_caption(list(dict.fromkeys(drawn)))
     return finish(fig, f"Evaluation return against {what}", caption(runs, note))
