@@ -13,10 +13,19 @@ attributes are the sub-package's, so ``harness.sweep.load_sweep`` and
 
 __version__ = "0.1.0"
 
+import os
 import sys
 import types
 import warnings
 from typing import Any
+
+# MKL's default dispatch picks kernels by CPU and by each array's memory alignment, so on some
+# CPUs (AMD EPYC) a torch policy rebuilt in another process (replay, enjoy) differed from the
+# trained one in the last bit of some actions. Conditional numerical reproducibility (AUTO: the
+# CPU's own code path; STRICT: matrix products independent of alignment) removes that, at no
+# measured cost (docs/reproducibility.md). MKL reads it when it first runs, so it is set here,
+# before anything imports torch; a value the user set wins.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 # Sacred 0.8.7 imports pkg_resources, which setuptools<81 deprecates loudly on every start.
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)

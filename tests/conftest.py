@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+import harness  # noqa: F401  (sets MKL_CBWR, as every harness process does, before any torch import)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Checkpoints are signed with the user's key (harness.checkpoint); the tests, and the
@@ -20,12 +22,6 @@ os.environ.setdefault(
     "HARNESS_CHECKPOINT_KEY_FILE",
     str(Path(tempfile.mkdtemp(prefix="es-harness-test-key-")) / "checkpoint.key"),
 )
-# MKL's default dispatch picks kernels by CPU and by the memory alignment of each tensor; on
-# AMD EPYC a PPO policy rebuilt from final_params.npy then differs from the trained one in the
-# last bit of some actions. The conditional-numerical-reproducibility mode makes the results
-# independent of alignment, so the bitwise replay tests check the harness, not the allocator.
-# Set before torch (and so MKL) is first imported.
-os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
 
 def harness_cli(
