@@ -349,11 +349,12 @@ def eval_curve_figure(
         ax.set_ylabel("eval return (mean of episodes)")
         cut = (until or {}).get(str(env))
         x_max = float(env_raw[x].max()) if len(env_raw) else 0.0
-        clip = x == "timesteps" and cut is not None and x_max > CLIP_PAST_CUT * cut
+        # the budget the axis is clipped near, where runs go far past it
+        clip_at = cut if x == "timesteps" and cut and x_max > CLIP_PAST_CUT * cut else None
         for group in order:
             members = data[data[GROUP] == group]
             group_raw = env_raw[env_raw[GROUP] == group]
-            evaluated = _fewest_evaluations(group_raw, x, cut) if clip and cut else None
+            evaluated = _fewest_evaluations(group_raw, x, clip_at) if clip_at else None
             # on a clipped axis, a run with two evaluations by the cut would draw a straight
             # line, not a learning curve: it evaluates at a spacing set for its own budget
             if members.empty or (evaluated is not None and evaluated < MIN_EVALUATIONS_CURVE):
@@ -383,8 +384,8 @@ def eval_curve_figure(
                 linewidth=1.0,
                 label=f"common {AXIS_CUT_NAMES.get(x, x)}",
             )
-        if clip and cut is not None:
-            x_max = _clip_past_cut(ax, cut, x_max)
+        if clip_at:
+            x_max = _clip_past_cut(ax, clip_at, x_max)
             clipped = True
         handles: list[Any] = []
         if anchors:
