@@ -1187,3 +1187,30 @@ def test_groups_of_one_algorithm_at_one_k_are_told_apart_in_the_episodes_figure(
     named = [t.get_text() for t in scores.get_legend().get_texts()]
     assert sum(name.startswith("ppo") for name in named) == 2
     assert any(name.startswith("optimes") for name in named)
+
+
+def test_the_fitness_axis_ends_near_the_budget_where_runs_go_far_past_it() -> None:
+    """The training-fitness figure clips as the evaluation figure does: runs to a CPU limit
+    28 times past the budget leave the axis at 1.25 times the budget with a note of how far
+    they go; runs just past the budget keep the full axis."""
+    from harness.report.plots import fitness_curve_figure
+
+    runs = _runs_on_one_env(["budget", "long"], ["x", "y"], [0, 0])
+
+    def figure_to(long_end: float) -> Any:
+        steps = pd.DataFrame(
+            {
+                "run": ["budget"] * 3 + ["long"] * 3,
+                "timesteps": [0.0, 5e5, 1e6, 0.0, 1e6, long_end],
+                "fitness_mean": [1.0, 2.0, 3.0, 1.0, 2.0, 3.0],
+            }
+        )
+        figure = fitness_curve_figure(steps, runs, until={"E": 1e6})
+        assert figure is not None
+        return figure
+
+    far = figure_to(28.4e6)
+    assert far.axes[0].get_xlim()[1] == pytest.approx(1.25e6)
+    assert "runs go on to 28.4M" in " ".join(t.get_text() for t in far.axes[0].texts)
+    near = figure_to(2e6)
+    assert near.axes[0].get_xlim()[1] >= 2e6 and not near.axes[0].texts

@@ -710,7 +710,7 @@ class ReportBuilder:
         section = Section("Training fitness against timesteps")
         if not self.figure(
             section,
-            plots.fitness_curve_figure(self.steps, self.runs, self.anchors),
+            plots.fitness_curve_figure(self.steps, self.runs, self.anchors, until=self.until_t),
             "fitness_vs_timesteps.png",
             "training fitness against timesteps",
         ):

@@ -419,7 +419,10 @@ FITNESS_WINDOW = 5
 
 
 def fitness_curve_figure(
-    steps: pd.DataFrame, runs: pd.DataFrame, anchors: list[Anchor] | None = None
+    steps: pd.DataFrame,
+    runs: pd.DataFrame,
+    anchors: list[Anchor] | None = None,
+    until: dict[str, float] | None = None,
 ) -> Figure | None:
     """Each run's training fitness (``fitness_mean`` of every step) against timesteps.
 
@@ -429,7 +432,10 @@ def fitness_curve_figure(
     chunk. It shows where a run stands before its evaluations move (leaving a plateau, a
     shaped phase), and it is not an evaluation: a faint line per step, a bold trailing
     mean over ``FITNESS_WINDOW`` steps. Published figures of training fitness among
-    ``anchors`` (GoodAI's) are drawn beside the curves. None when no run logged a fitness.
+    ``anchors`` (GoodAI's) are drawn beside the curves. Where an env's runs go past
+    ``CLIP_PAST_CUT`` times its common timesteps budget in ``until``, its axis ends at
+    ``CLIP_AT`` times the budget and says how far they go, as the evaluation figure's does.
+    None when no run logged a fitness.
     """
     needed = {"fitness_mean", "timesteps", "run"}
     if not needed <= set(steps.columns):
@@ -444,6 +450,7 @@ def fitness_curve_figure(
     envs = list(dict.fromkeys(rows["env"]))
     fig, axes = _grid(len(envs))
     drawn: list[Anchor] = []
+    clipped = False
     for ax, env in zip(axes, envs, strict=True):
         data = rows[rows["env"] == env].sort_values(["seed", "run", "timesteps"])
         order = sorted(set(data[GROUP]))
@@ -471,9 +478,15 @@ def fitness_curve_figure(
         ax.set_xlabel(AXIS_LABELS["timesteps"])
         ax.set_ylabel("training fitness (mean return)")
         _timestep_axis(ax)
+        x_max = float(data["timesteps"].max())
+        cut = (until or {}).get(str(env))
+        if cut and x_max > CLIP_PAST_CUT * cut:
+            ax.axvline(cut, color="0.3", linestyle="-.", linewidth=1.0, label="common budget")
+            x_max = _clip_past_cut(ax, cut, x_max)
+            clipped = True
         ax.set_title(str(env), fontsize=11)
-        env_anchors = training_fitness_anchors(anchors or [], runs, str(env))
-        handles = draw_anchors(ax, env_anchors, float(data["timesteps"].max()))
+        env_anchors = training_fitness_anchors(anchors, runs, str(env)) if anchors else []
+        handles = draw_anchors(ax, env_anchors, x_max)
         drawn += env_anchors
         _legend_outside(ax, handles)
     _widen_for_legends(fig, axes)
@@ -484,6 +497,11 @@ def fitness_curve_figure(
         f"mean over {FITNESS_WINDOW} generations or chunks, faint: each one; a group's runs "
         "solid, dashed, dotted, dash-dot in seed order; not an evaluation"
     )
+    if clipped:
+        note += (
+            f"; where runs go past {CLIP_PAST_CUT:g}x the common timesteps budget, the axis "
+            f"ends at {CLIP_AT:g}x it and says how far they go"
+        )
     if drawn:
         note += "; " + anchor_caption(list(dict.fromkeys(drawn)))
     return finish(fig, "Training fitness against timesteps", caption(runs, note))
