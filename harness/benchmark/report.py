@@ -53,7 +53,7 @@ from harness.benchmark.spec import (
 )
 from harness.report import data as d
 from harness.report import stats
-from harness.report.tables import fmt, interval, markdown_table
+from harness.report.tables import fmt, interval, markdown_table, steps_text
 from harness.sweep.identity import cell_identity, same_cell
 
 #: The x axes scores are compared at: timesteps, and CPU-seconds of the run's processes.
@@ -286,10 +286,6 @@ def task_table(scores: TaskScores) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("—")
 
 
-def _rounded_steps(value: float) -> str:
-    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.0f}k"
-
-
 def threshold_table(bench: Benchmark, all_scores: Sequence[TaskScores]) -> pd.DataFrame:
     """Per algorithm (rows) and task (columns): how many runs reached the task's reference
     score, and the median timesteps and CPU-seconds at their first evaluation above it.
@@ -314,7 +310,7 @@ def threshold_table(bench: Benchmark, all_scores: Sequence[TaskScores]) -> pd.Da
                 reached = np.isfinite(steps)
                 text = f"{int(reached.sum())}/{len(steps)}"
                 if reached.any():
-                    text += f": {_rounded_steps(float(np.median(steps[reached])))} steps"
+                    text += f": {steps_text(float(np.median(steps[reached])))} steps"
                 if np.isfinite(cpu).any():
                     text += f", {fmt(float(np.median(cpu[np.isfinite(cpu)])), 0)} CPU-s"
                 row[task.env] = text
@@ -353,7 +349,7 @@ def own_budget_text(scores: TaskScores, timesteps: dict[str, float]) -> str | No
     return (
         f"{scores.task.env} trains its algorithms to different budgets, "
         f"{budget_words(scores.task, timesteps)}; its equal-timesteps column compares them at "
-        f"{_rounded_steps(scores.at['timesteps'])} timesteps. At each algorithm's own budget "
+        f"{steps_text(scores.at['timesteps'])} timesteps. At each algorithm's own budget "
         f"(its last evaluation): {leader_text(scores, 'final')}."
     )
 
@@ -686,8 +682,8 @@ def write_benchmark_report(
         if item is None:
             return label
         budget = item.cell.config.get("timesteps")
-        return f"{label} (unfinished: carried at {_rounded_steps(item.timesteps)}" + (
-            f" of {_rounded_steps(float(budget))} timesteps)" if budget else " timesteps)"
+        return f"{label} (unfinished: carried at {steps_text(item.timesteps)}" + (
+            f" of {steps_text(float(budget))} timesteps)" if budget else " timesteps)"
         )
 
     random = _random_scores(bench, runs_dir, out)

@@ -34,6 +34,7 @@ from harness.report.stats import (
     global_numpy_seed,
     group_stats,
 )
+from harness.report.tables import steps_text
 
 #: What the common point on each x axis is called in a figure's legend and caption.
 AXIS_CUT_NAMES = {"timesteps": "budget", "wall_time_s": "wall-clock", "cpu_seconds": "CPU-seconds"}
@@ -221,10 +222,6 @@ def _short_number(value: float, _position: Any = None) -> str:
     return f"{value:g}"
 
 
-def _rounded(value: float) -> str:
-    return f"{value / 1e6:.1f}M" if abs(value) >= 1e6 else f"{value / 1e3:.0f}k"
-
-
 def _timestep_axis(ax: Any) -> None:
     from matplotlib.ticker import FuncFormatter
 
@@ -304,7 +301,7 @@ def _clip_past_cut(ax: Any, cut: float, x_max: float) -> float:
     right = CLIP_AT * cut
     ax.set_xlim(-0.02 * right, right)
     ax.annotate(
-        f"runs go on to {_rounded(x_max)} \u2192 (clipped)",
+        f"runs go on to {steps_text(x_max, decimals=1)} \u2192 (clipped)",
         xy=(0.99, 0.02),
         xycoords="axes fraction",
         ha="right",

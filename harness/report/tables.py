@@ -18,6 +18,11 @@ from harness.report.data import GROUP
 from harness.report.stats import MIN_RUNS_INTERVAL, MIN_RUNS_IQM, N_TOO_SMALL
 
 
+def steps_text(value: float, decimals: int = 2) -> str:
+    """A timestep count in millions to ``decimals`` places (``1.25M``), else whole thousands."""
+    return f"{value / 1e6:.{decimals}f}M" if abs(value) >= 1e6 else f"{value / 1e3:.0f}k"
+
+
 def fmt(value: Any, digits: int = 1) -> str:
     """A table cell: numbers rounded, NaN as an em dash."""
     if value is None:
