@@ -16,7 +16,7 @@ import pytest
 
 from harness import rundir
 from harness.benchmark import answer, fairness
-from harness.benchmark.carry import archived_runs
+from harness.benchmark.carry import Unfinished, archived_runs, cost_left
 from harness.benchmark.fairness import TaskScores
 from harness.benchmark.report import leader_text, task_scores
 from harness.benchmark.spec import BenchmarkError, Task, load_benchmark
@@ -498,6 +498,32 @@ def test_equal_compute_cells_are_planned_costed_and_told_apart(tmp_path: Path) -
         path.write_text(textwrap.dedent(text))
         with pytest.raises(BenchmarkError, match=message.replace("[", r"\[")):
             load_benchmark(path)
+
+
+def test_an_unfinished_cell_is_costed_for_what_it_has_left(tmp_path: Path) -> None:
+    """A run to a timesteps budget has the share of timesteps it has left; a run to a CPU
+    limit, the CPU-seconds its meter has not read (not its whole limit again)."""
+    path = tmp_path / "bench.yaml"
+    path.write_text(textwrap.dedent(EQUAL))
+    bench = load_benchmark(path)
+    grid = next(c for c in bench.sweep.cells if not bench.is_equal_compute(c))
+    limited = next(c for c in bench.sweep.cells if bench.is_equal_compute(c))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / rundir.METRICS).write_text(
+        json.dumps(
+            {
+                "timesteps": {"steps": [1, 2], "values": [500.0, 1000.0]},
+                "cpu_seconds": {"steps": [1, 2], "values": [2.0, 9.0]},
+            }
+        )
+    )
+    assert cost_left(grid, 5.0, None) == 5.0
+    assert cost_left(grid, 5.0, Unfinished(grid, run_dir, 1500.0)) == pytest.approx(2.5)
+    assert cost_left(limited, 12.0, Unfinished(limited, run_dir, 1000.0)) == pytest.approx(3.0)
+    assert cost_left(limited, 8.0, Unfinished(limited, run_dir, 1000.0)) == 0.0
+    (run_dir / rundir.METRICS).write_text("{}")  # no meter reading yet: the whole limit
+    assert cost_left(limited, 12.0, Unfinished(limited, run_dir, 0.0)) == 12.0
 
 
 def test_the_family_aggregate_names_a_pick_below_its_sanity_gate(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from harness.benchmark.carry import (
     archived_completed,
     archived_runs,
     carried_ahead,
+    cost_left,
     cpu_seconds_per_timestep,
     task_folder,
     unfinished_here,
@@ -257,8 +258,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             whole = statistics.median(rates[key]) * budget
         else:
             whole = bench.cost_of(cell)
-        so_far = started[cell.index].timesteps if cell.index in started else 0.0
-        rows[row_name(cell)][3] += whole * max(0.0, 1.0 - so_far / budget) if budget else whole
+        rows[row_name(cell)][3] += cost_left(cell, whole, started.get(cell.index))
     width = max(24, *(len(name) + 2 for name in rows))
     print(f"{'task':<{width}}{'cells':>6}{'done':>6}{'CPU-h done':>12}{'CPU-h left':>12}")
     totals = [0.0, 0.0, 0.0, 0.0]
@@ -276,9 +276,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         "CPU-h done: measured by the completed runs (here and in the committed archives). "
         "CPU-h left: the median a task and algorithm measured in completed runs, else the "
         "CPU-seconds per timestep its unfinished runs measured, else the file's cost_cpu_s; "
-        "an unfinished cell only for the timesteps it has left. (equal CPU): ES cells "
-        "trained to the CPU-seconds the task's RL entry spends on its budget (--cpu-limit), "
-        "costed at that limit."
+        "an unfinished cell only for the timesteps (or, to a CPU limit, the CPU-seconds) it "
+        "has left. (equal CPU): ES cells trained to the CPU-seconds the task's RL entry "
+        "spends on its budget (--cpu-limit), costed at that limit."
     )
     waiting = {cell.index for cell in pending}
     for index, item in sorted(started.items()):

@@ -140,6 +140,28 @@ def cpu_seconds_per_timestep(run_dir: Path) -> float | None:
     return spent / done if done > 0 and spent > 0 else None
 
 
+def cpu_seconds_spent(run_dir: Path) -> float | None:
+    """CPU-seconds the run had spent at its last CPU meter reading."""
+    try:
+        spent = float(rundir.read_metrics(run_dir)["cpu_seconds"]["values"][-1])
+    except (rundir.UnreadableRun, KeyError, IndexError, TypeError, ValueError):
+        return None
+    return spent if spent > 0 else None
+
+
+def cost_left(cell: Cell, whole: float, started: Unfinished | None) -> float:
+    """CPU-seconds ``cell`` has left of ``whole``: all of it where it has not started; for a
+    run to a timesteps budget, the share of timesteps it has left; for a run to a CPU limit,
+    what its CPU meter has not yet read."""
+    if started is None:
+        return whole
+    budget = float(cell.config.get("timesteps") or 0.0)
+    if budget:
+        return whole * max(0.0, 1.0 - started.timesteps / budget)
+    spent = cpu_seconds_spent(started.path) if cell.config.get("cpu_limit") else None
+    return max(0.0, whole - spent) if spent else whole
+
+
 def write_unfinished(bench: Benchmark, runs_dir: Path, out: Path, missing: set[str]) -> None:
     """Refresh each task's ``unfinished.tar.xz`` for the cells labelled in ``missing``.
 
