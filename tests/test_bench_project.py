@@ -300,3 +300,44 @@ def test_runs_without_the_longest_task_fall_back_to_what_they_measured(
     assert isinstance(full, project.RunCosts) and full.longest_source == "recorded"
     bound = project.point(old[1], step, 2, project.Assumptions()).terms["stragglers"]
     assert bound > project.point(full, step, 2, project.Assumptions()).terms["stragglers"]
+
+
+def test_the_benchmark_section_projects_the_grid_runs_not_those_to_a_cpu_limit(
+    runs: Path, tmp_path: Path
+) -> None:
+    """Runs trained to a CPU limit (the benchmark's equal-compute cells) are another
+    configuration: two such ppo runs that never score leave the section as it is without
+    them, and make ppo's median run "never" if they were counted."""
+    import shutil
+
+    from harness import rundir
+    from harness.report import projection
+
+    grid = sorted(p for p in runs.iterdir() if p.name.isdigit())
+    ppo = next(p for p in grid if json.loads((p / "config.json").read_text())["algo"] == "ppo")
+    limited = []
+    for name in ("91", "92"):
+        copy = tmp_path / "limited" / name
+        shutil.copytree(ppo, copy)
+        config = json.loads((copy / "config.json").read_text())
+        (copy / "config.json").write_text(json.dumps({**config, "cpu_limit": 50.0}))
+        metrics = json.loads((copy / "metrics.json").read_text())
+        evals = metrics["eval_return_mean"]
+        evals["values"] = [-1000.0] * len(evals["values"])
+        metrics.pop("confirm_passed", None)  # nor confirmed the target
+        (copy / "metrics.json").write_text(json.dumps(metrics))
+        limited.append(copy)
+
+    def section(run_dirs: list[Path], name: str) -> Any:
+        archive = tmp_path / f"{name}.tar.xz"
+        rundir.write_run_archive(run_dirs, archive)
+        out = tmp_path / name
+        out.mkdir()
+        return projection.benchmark_section([("CartPole", archive, (150.0, "test"))], out)
+
+    alone = section(grid, "grid")
+    with_limited = section([*grid, *limited], "both")
+    assert with_limited.tables[0][1].equals(alone.tables[0][1])
+    rl_row = alone.tables[0][1].set_index("")["1 core"]["best RL"]
+    assert rl_row.endswith("ppo") and not rl_row.startswith("never")
+    assert not projection._trained_to_budget(limited[0]) and projection._trained_to_budget(ppo)

@@ -279,6 +279,35 @@ def test_the_salimans_table_measures_time_to_shares_of_the_best_rl_score(tmp_pat
     )
 
 
+def test_an_equal_compute_lead_of_one_run_does_not_hide_the_pair_with_its_runs(
+    tmp_path: Path,
+) -> None:
+    """snes has one run at equal compute, above everything; optimes has five, below ppo:
+    the cell and the sentence give snes's (inconclusive) and optimes's (ppo leads)."""
+    facts = synthetic_task(tmp_path)
+    point = fairness.EqualComputePoint(
+        rl="ppo",
+        cpu_seconds=1000.0,
+        es=["optimes", "snes"],
+        scores={"optimes": np.array([60.0, 61.0, 62.0, 63.0, 64.0]), "snes": np.array([150.0])},
+        source={"optimes": "cells", "snes": "cells"},
+        missing={"snes": 4},
+        rl_scores=np.array([88.0, 89.0, 90.0, 91.0, 92.0]),
+    )
+    cell = answer.full_budget_text(point, facts, cell=True)
+    assert cell.startswith(
+        "inconclusive (n < 3): **snes** 150.0 (n=1) over ppo 90.0; **ppo** 90.0 (n=5) over "
+        "optimes 62.0; intervals "
+    ), cell
+    sentence = answer.full_budget_text(point, facts, cell=False)
+    assert sentence.startswith("inconclusive, snes 150 (n=1) against ppo 90.0 [")
+    assert "; ppo leads, optimes 62.0 [" in sentence and "not run yet: 4 cells" in sentence
+    # with its runs complete, the best ES alone
+    point.scores["snes"] = np.array([150.0, 151.0, 152.0, 153.0, 154.0])
+    point.missing = {}
+    assert "optimes" not in answer.full_budget_text(point, facts, cell=True)
+
+
 def test_a_median_run_that_never_gets_there_makes_the_share_never(tmp_path: Path) -> None:
     facts = synthetic_task(tmp_path / "two", es_never=2)  # two of three optimes runs stay at 0
     rows = fairness.time_to_share(facts)

@@ -163,14 +163,26 @@ def rl_progress(facts: TaskFacts, cpu_seconds: float) -> float:
 
 
 def full_budget_text(point: EqualComputePoint | None, facts: TaskFacts, *, cell: bool) -> str:
-    """The equal-compute point: the comparison where every ES of the pair has scores there,
-    else what is not run yet (cells and CPU-hours, from the archive's CPU-seconds)."""
+    """The equal-compute point: the best ES's comparison with the RL there (and, where that
+    ES has fewer runs than an interval needs, each ES of the pair with more), then what is
+    not run yet (cells and CPU-hours, from the archive's CPU-seconds)."""
     if point is None:
         return "—"
     parts = []
     known = {a: v for a, v in point.scores.items() if np.isfinite(v).any()}
-    if known:
-        es = max(known, key=lambda a: float(np.nanmean(known[a])))
+    ranked = sorted(known, key=lambda a: float(np.nanmean(known[a])), reverse=True)
+
+    def runs(algo: str) -> int:
+        return int(np.isfinite(known[algo]).sum())
+
+    # the best ES by mean, and where it has too few runs for an interval, each ES of the
+    # pair with more: a lead of one run must not hide a comparison that has its runs
+    shown = ranked[:1] + [
+        a
+        for a in ranked[1:]
+        if runs(ranked[0]) < stats.MIN_RUNS_INTERVAL and runs(a) > runs(ranked[0])
+    ]
+    for es in shown:
         comparison = compare(es, known[es], point.rl, point.rl_scores)
         gate = _gate(facts, point.rl, es)
         if cell:

@@ -318,6 +318,16 @@ def report_section(
     return section
 
 
+def _trained_to_budget(run_dir: Path) -> bool:
+    """Whether the run trained to a timesteps budget, not to a CPU limit (``cpu_limit``)."""
+    from harness import rundir
+
+    try:
+        return not rundir.read_header(run_dir).config.get("cpu_limit")
+    except rundir.UnreadableRun:
+        return True  # read_costs names what it cannot read
+
+
 def benchmark_section(
     tasks: Sequence[tuple[str, Path, tuple[float, str]]],
     out: Path,
@@ -327,7 +337,10 @@ def benchmark_section(
     the best ES's and the best RL's predicted time to the same score at 1 to 1,440 cores,
     the fewest cores from which ES gets there first (or why never), the figure and the
     model's assumptions. ``gates``: per env, algorithm -> the text of its failed sanity
-    gate; a verdict against such an algorithm says so and is not one."""
+    gate; a verdict against such an algorithm says so and is not one. The runs are the
+    grid's, trained to the task's budget: a run to a CPU limit (an equal-compute cell) is
+    another configuration, and its median run and final score would shift the algorithm's
+    and the common target's."""
     from harness import rundir
 
     (out / BENCHMARK_FIGURE).unlink(missing_ok=True)
@@ -337,7 +350,7 @@ def benchmark_section(
     for env, archive, reference in tasks:
         if not archive.is_file():
             continue
-        dirs = rundir.find_run_dirs([archive])
+        dirs = [d for d in rundir.find_run_dirs([archive]) if _trained_to_budget(d)]
         chosen += panels(dirs, {env: reference}, assumptions=assumptions)
     if not chosen:
         section.paragraphs.append(
@@ -348,7 +361,8 @@ def benchmark_section(
         "Per task, the best ES's and the best RL's predicted wall-clock from launch to the "
         "same score (the task's reference where both families' median runs reach it, else "
         "0.9 of the way from the first evaluation to the lower of the two families' best "
-        "median final score), predicted from the held-out runs' own records at 1 to 1,440 "
+        "median final score), predicted from the held-out grid runs' own records (not the "
+        "equal-compute runs, trained to a CPU limit) at 1 to 1,440 "
         "cores (`harness bench project`; the model is in docs/scaling.md). Salimans et al. "
         "(2017, arXiv:1703.03864) report that ES reaches a score sooner because it "
         "parallelises; this asks "
