@@ -997,11 +997,13 @@ def test_a_group_first_evaluated_after_the_cut_is_still_named_in_the_legend() ->
     assert any(t.startswith("y ") and "no evaluation by the cut" in t for t in texts)
 
 
-def test_a_timesteps_axis_ends_near_the_budget_where_runs_go_far_past_it() -> None:
-    """Runs trained to a CPU limit go on 28 times past the budget: the axis ends at 1.25
-    times the budget and names how far they go, and their two evaluations by the budget are
-    not joined into a curve; runs just past the budget keep the full axis."""
-    from harness.report.plots import eval_curve_figure
+@pytest.mark.parametrize("column", ["eval_return_mean", "fitness_mean"])
+def test_a_timesteps_axis_ends_near_the_budget_where_runs_go_far_past_it(column: str) -> None:
+    """Runs trained to a CPU limit go on 28 times past the budget: the axis of the evaluation
+    and of the training-fitness figure ends at 1.25 times the budget and names how far they
+    go, and their two evaluations by the budget are not joined into a curve; runs just past
+    the budget keep the full axis."""
+    from harness.report.plots import eval_curve_figure, fitness_curve_figure
 
     runs = _runs_on_one_env(["budget", "long"], ["x", "y"], [0, 0])
 
@@ -1010,20 +1012,25 @@ def test_a_timesteps_axis_ends_near_the_budget_where_runs_go_far_past_it() -> No
             {
                 "run": ["budget"] * 3 + ["long"] * 3,
                 "timesteps": [0.0, 5e5, 1e6, 0.0, 1e6, long_end],
-                "eval_return_mean": [1.0, 2.0, 3.0, 1.0, 2.0, 3.0],
+                column: [1.0, 2.0, 3.0, 1.0, 2.0, 3.0],
             }
         )
-        figure = eval_curve_figure(steps, runs, "timesteps", until={"E": 1e6})
+        figure = (
+            eval_curve_figure(steps, runs, "timesteps", until={"E": 1e6})
+            if column == "eval_return_mean"
+            else fitness_curve_figure(steps, runs, until={"E": 1e6})
+        )
         assert figure is not None
         return figure
 
     far = figure_to(28.4e6)
     assert far.axes[0].get_xlim()[1] == pytest.approx(1.25e6)
     assert "runs go on to 28.4M" in " ".join(t.get_text() for t in far.axes[0].texts)
-    # two evaluations by the budget (0 and 1M) draw no aggregate line, only the faint runs
-    legend = [t.get_text().replace("\n", " ") for t in far.axes[0].get_legend().get_texts()]
-    assert "y (n=1, faint only: a run has 2 evaluations by the cut)" in legend
-    assert any(t.startswith("x (") and "faint only" not in t for t in legend)
+    if column == "eval_return_mean":
+        # two evaluations by the budget (0 and 1M) draw no aggregate line, only faint runs
+        legend = [t.get_text().replace("\n", " ") for t in far.axes[0].get_legend().get_texts()]
+        assert "y (n=1, faint only: a run has 2 evaluations by the cut)" in legend
+        assert any(t.startswith("x (") and "faint only" not in t for t in legend)
     near = figure_to(2e6)
     assert near.axes[0].get_xlim()[1] >= 2e6 and not near.axes[0].texts
 
@@ -1187,30 +1194,3 @@ def test_groups_of_one_algorithm_at_one_k_are_told_apart_in_the_episodes_figure(
     named = [t.get_text() for t in scores.get_legend().get_texts()]
     assert sum(name.startswith("ppo") for name in named) == 2
     assert any(name.startswith("optimes") for name in named)
-
-
-def test_the_fitness_axis_ends_near_the_budget_where_runs_go_far_past_it() -> None:
-    """The training-fitness figure clips as the evaluation figure does: runs to a CPU limit
-    28 times past the budget leave the axis at 1.25 times the budget with a note of how far
-    they go; runs just past the budget keep the full axis."""
-    from harness.report.plots import fitness_curve_figure
-
-    runs = _runs_on_one_env(["budget", "long"], ["x", "y"], [0, 0])
-
-    def figure_to(long_end: float) -> Any:
-        steps = pd.DataFrame(
-            {
-                "run": ["budget"] * 3 + ["long"] * 3,
-                "timesteps": [0.0, 5e5, 1e6, 0.0, 1e6, long_end],
-                "fitness_mean": [1.0, 2.0, 3.0, 1.0, 2.0, 3.0],
-            }
-        )
-        figure = fitness_curve_figure(steps, runs, until={"E": 1e6})
-        assert figure is not None
-        return figure
-
-    far = figure_to(28.4e6)
-    assert far.axes[0].get_xlim()[1] == pytest.approx(1.25e6)
-    assert "runs go on to 28.4M" in " ".join(t.get_text() for t in far.axes[0].texts)
-    near = figure_to(2e6)
-    assert near.axes[0].get_xlim()[1] >= 2e6 and not near.axes[0].texts
