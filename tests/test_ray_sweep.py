@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from harness.checkpoint import CheckpointError, load_checkpoint
 from tests.conftest import ROOT, deterministic_metrics, harness_cli
 
 # Slow: each test starts Ray clusters (head and worker nodes, 5-10 s each) and sweeps on them;
@@ -62,6 +63,14 @@ def runs_by_cell(runs_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
         if record["run"]["status"] == "COMPLETED":
             found[(record["config"]["algo"], record["config"]["seed"])] = record
     return found
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step of the checkpoint at ``path``; -1 while there is none (or it is half-shipped)."""
+    try:
+        return int(load_checkpoint(path)["progress"]["step"])
+    except (FileNotFoundError, CheckpointError):
+        return -1
 
 
 def start_driver(sweep: Path, runs: Path, address: str, *extra: str) -> subprocess.Popen[str]:
@@ -156,7 +165,8 @@ def test_a_lost_node_s_cell_finishes_elsewhere_from_its_last_checkpoint(
     try:
         run_json, checkpoint = remote / "1" / "run.json", remote / "1" / "checkpoint.pkl"
         deadline = time.monotonic() + 240
-        while not (run_json.is_file() and checkpoint.is_file()):
+        # A fresh run checkpoints step 0 first; the node is lost only once a later one shipped.
+        while not (run_json.is_file() and checkpoint_step(checkpoint) >= 1):
             assert time.monotonic() < deadline and driver.poll() is None, "no checkpoint shipped"
             time.sleep(0.2)
         first = json.loads(run_json.read_text())["head"]["ray_node"]

@@ -439,7 +439,7 @@ def test_ctrl_c_requeues_the_trial_and_a_rerun_resumes_its_runs(tmp_path: Path) 
         "1",
         "--check-seeds",
         "--timesteps",
-        "20000",
+        "400000",
         "--space",
         str(space_file(tmp_path)),
         "--runs-dir",
@@ -448,9 +448,13 @@ def test_ctrl_c_requeues_the_trial_and_a_rerun_resumes_its_runs(tmp_path: Path) 
     url = f"sqlite:///{(runs_dir / '_tune' / 'tune.db').absolute()}"
     proc = _tune_process(*args)
 
+    # 400,000 timesteps (about 5 s a run) outlast the skew between the two runs' start-ups
+    # on a loaded machine: neither finishes before the other has checkpointed.
     def running_with_checkpoints() -> bool:
         dirs = run_dirs(runs_dir) if runs_dir.is_dir() else []
-        return len(dirs) == 2 and all((d / "checkpoint.pkl").is_file() for d in dirs)
+        return len(dirs) == 2 and all(
+            (d / "checkpoint.pkl").is_file() and status_of(d) == "RUNNING" for d in dirs
+        )
 
     _wait_for(running_with_checkpoints, 120, "trial 0's two runs to start")
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C at a terminal: the command's process group
