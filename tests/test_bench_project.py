@@ -341,3 +341,56 @@ def test_the_benchmark_section_projects_the_grid_runs_not_those_to_a_cpu_limit(
     rl_row = alone.tables[0][1].set_index("")["1 core"]["best RL"]
     assert rl_row.endswith("ppo") and not rl_row.startswith("never")
     assert not projection._trained_to_budget(limited[0]) and projection._trained_to_budget(ppo)
+
+
+def test_a_report_projects_each_configuration_of_an_algorithm_apart(
+    runs: Path, tmp_path: Path
+) -> None:
+    """In a report, ppo trained to a CPU limit is its own group, so its runs that never
+    score do not make the grid ppo's median run "never" (they would, counted together)."""
+    import shutil
+
+    from harness.report import projection
+
+    grid = sorted(p for p in runs.iterdir() if p.name.isdigit())
+    ppo = next(p for p in grid if json.loads((p / "config.json").read_text())["algo"] == "ppo")
+    limited = tmp_path / "limited"
+    for name in ("91", "92"):
+        copy = limited / name
+        shutil.copytree(ppo, copy)
+        config = json.loads((copy / "config.json").read_text())
+        (copy / "config.json").write_text(json.dumps({**config, "cpu_limit": 50.0}))
+        metrics = json.loads((copy / "metrics.json").read_text())
+        metrics["eval_return_mean"]["values"] = [-1000.0] * len(
+            metrics["eval_return_mean"]["values"]
+        )
+        metrics.pop("confirm_passed", None)
+        (copy / "metrics.json").write_text(json.dumps(metrics))
+
+    def section_of(*folders: Path) -> str:
+        out = tmp_path / f"report-{len(folders)}"
+        harness_cli(
+            "report", *map(str, folders), "--out", str(out), "--map-runs", "0", "--no-replay"
+        )
+        markdown = (out / "report.md").read_text()
+        return markdown.split("## Wall-clock as cores grow")[1].split("</details>")[0]
+
+    def row(section: str, name: str) -> list[str]:
+        (found,) = [
+            line for line in section.splitlines() if line.startswith(f"| CartPole | {name} |")
+        ]
+        return found.split(" | ")[2:]
+
+    alone, both = section_of(runs), section_of(runs, limited)
+    assert "never" not in row(alone, "ppo")
+    assert row(both, "ppo [cpu_limit=none]") == row(alone, "ppo")  # the same times as alone
+    assert row(both, "ppo [cpu_limit=50]")[1] == "0 of 2"
+    assert row(both, "optimes") == row(alone, "optimes")  # its W=1 and W=2 runs still together
+    # counted per algorithm, the two runs that never score take ppo's median run
+    read = [projection.model.read_costs(d) for d in [*grid, *sorted(limited.iterdir())]]
+    costs = [c for c in read if not isinstance(c, str)]
+    _, projections, _ = projection.model.project_all(
+        costs, [1], projection.default_assumptions(), target=TARGET
+    )
+    pooled = next(a for a in projection.model.by_algorithm(projections, [1]) if a.algo == "ppo")
+    assert pooled.median[0][1] is None

@@ -147,6 +147,14 @@ class RunCosts:
     parallel_envs: int = 1
     #: resumed at another worker count part of the way: no one W's measured time
     mixed_workers: bool = False
+    #: the run's configuration where one algorithm's runs differ (a report's group label,
+    #: such as ``optimes [cpu_limit=3913]``); empty: the algorithm names it
+    group: str = ""
+
+    @property
+    def name(self) -> str:
+        """What its runs are compared as: the report's group, else the algorithm."""
+        return self.group or self.algo
 
     @property
     def population(self) -> int:
@@ -784,7 +792,7 @@ def choose_target(
     """
     families: dict[str, dict[str, list[RunCosts]]] = {}
     for costs in runs:
-        families.setdefault(costs.family, {}).setdefault(costs.algo, []).append(costs)
+        families.setdefault(costs.family, {}).setdefault(costs.name, []).append(costs)
     if not families:
         return reference
 
@@ -881,11 +889,12 @@ def _median_point(points: list[Point | None]) -> Point | None:
 def by_algorithm(
     projections: Sequence[Projection], cores: Sequence[int]
 ) -> list[AlgorithmProjection]:
-    """Group the runs' projections per (env, algorithm): medians over the runs at the fewest
-    workers, and the measured times at every worker count recorded."""
+    """Group the runs' projections per (env, algorithm, or the report's group where the
+    runs carry one: :attr:`RunCosts.name`): medians over the runs at the fewest workers,
+    and the measured times at every worker count recorded."""
     groups: dict[tuple[str, str], list[Projection]] = {}
     for item in projections:
-        groups.setdefault((item.costs.env, item.costs.algo), []).append(item)
+        groups.setdefault((item.costs.env, item.costs.name), []).append(item)
     out = []
     for (env, algo), members in sorted(groups.items()):
         fewest = min(m.costs.workers for m in members)

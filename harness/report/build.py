@@ -92,6 +92,7 @@ class ReportBuilder:
             for label, record in table.records.items()
         }
         self.setting_columns = d.settings_columns(configs)
+        self.recorded = recorded
         runs = d.add_groups(runs, [*self.setting_columns, "n_params"], recorded)
         self.until_t = d.common_budget(self.steps, runs, "timesteps")
         self.until_w = d.common_budget(self.steps, runs, "wall_time_s")
@@ -849,12 +850,19 @@ class ReportBuilder:
         from harness.report import projection
 
         dirs = [self.table.record(str(label)).path for label in self.runs["run"]]
+        # the report's groups but for the worker count: the model projects one
+        # configuration's runs at every W together (its median at the fewest, each W measured)
+        settings = [c for c in (*self.setting_columns, "n_params") if c != "workers"]
+        regrouped = d.add_groups(
+            self.runs.drop(columns=["workers", d.GROUP], errors="ignore"), settings, self.recorded
+        )
+        groups = dict(zip(dirs, regrouped[d.GROUP].astype(str), strict=True))
         levels = {
             str(env): level
             for env in self.runs["env"].astype(str).unique()
             if (level := self.level_for(env)) is not None
         }
-        return projection.report_section(dirs, self.out, levels)
+        return projection.report_section(dirs, self.out, levels, groups)
 
     def wire(self) -> Section:
         section = Section("Bytes over the wire")

@@ -67,11 +67,19 @@ def panels(
     cores: Sequence[int] = model.DEFAULT_CORES,
     assumptions: model.Assumptions | None = None,
     both_families: bool = True,
+    groups: Mapping[Path, str] | None = None,
 ) -> list[Panel]:
     """One panel per env of ``run_dirs`` (with ``both_families``: only envs whose runs hold
-    both families). ``references``: an env's reference score (default: its solved threshold)."""
+    both families). ``references``: an env's reference score (default: its solved threshold).
+    ``groups``: a run's configuration label (a report's group), so that runs of one
+    algorithm in different configurations are projected apart; default: per algorithm."""
     assumptions = assumptions or default_assumptions()
-    costs = [c for c in (model.read_costs(d) for d in run_dirs) if not isinstance(c, str)]
+    costs = []
+    for run_dir in run_dirs:
+        read = model.read_costs(run_dir)
+        if not isinstance(read, str):
+            read.group = (groups or {}).get(run_dir, "")
+            costs.append(read)
     per_env: dict[str, list[model.RunCosts]] = {}
     for item in costs:
         per_env.setdefault(item.env, []).append(item)
@@ -288,14 +296,19 @@ def _notes(chosen: Sequence[Panel]) -> list[str]:
 
 
 def report_section(
-    run_dirs: Sequence[Path], out: Path, levels: dict[str, tuple[float, str]]
+    run_dirs: Sequence[Path],
+    out: Path,
+    levels: dict[str, tuple[float, str]],
+    groups: Mapping[Path, str] | None = None,
 ) -> Section | None:
     """The report's section for the runs in ``run_dirs``; None unless some env's runs hold
     both families. ``levels``: the report's return level per env (its threshold), tried
     first; an env whose runs do not reach it gets a score they do (see
-    :func:`harness.bench.project.choose_target`)."""
+    :func:`harness.bench.project.choose_target`). ``groups``: each run's group in the
+    report, so the curves are the report's groups (one algorithm trained to a timesteps
+    budget and to a CPU limit is two)."""
     assumptions = default_assumptions()
-    chosen = panels(run_dirs, dict(levels), assumptions=assumptions)
+    chosen = panels(run_dirs, dict(levels), assumptions=assumptions, groups=groups)
     if not chosen:
         return None
     section = Section(TITLE)
