@@ -107,3 +107,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         module = item.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
         item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(module, module)))
+
+
+@pytest.fixture(autouse=True)
+def _imported_modules_stay_in_their_test() -> Any:
+    """A test that imports a user module in this process (``--import``, a plugin package on
+    a temporary path) would pass it down through ``ES_HARNESS_IMPORTS`` to every later
+    test's subprocesses on the same worker, which cannot find it: restore both after."""
+    from envs import plugins
+
+    passed_down = os.environ.get(plugins.IMPORTS_ENV)
+    imported = list(plugins._imported)
+    yield
+    plugins._imported[:] = imported
+    if passed_down is None:
+        os.environ.pop(plugins.IMPORTS_ENV, None)
+    else:
+        os.environ[plugins.IMPORTS_ENV] = passed_down

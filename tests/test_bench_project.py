@@ -294,7 +294,8 @@ def test_runs_without_the_longest_task_fall_back_to_what_they_measured(
     recorded = metrics["straggler_s"]["values"][:step]
     work = metrics["worker_seconds"]["values"][:step]
     # at the run's own W the term gives back what it measured, at least half a mean task
-    expected = sum(max(r, w / 20 / 2) for r, w in zip(recorded, work, strict=True))
+    # and at most half the generation's work (a loaded machine can starve one worker)
+    expected = sum(max(min(r, w / 2), w / 20 / 2) for r, w in zip(recorded, work, strict=True))
     assert at_two.terms["stragglers"] == pytest.approx(expected, rel=1e-6)
     full = project.read_costs(runs / sources[1].name)
     assert isinstance(full, project.RunCosts) and full.longest_source == "recorded"

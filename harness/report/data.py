@@ -436,8 +436,19 @@ def common_budget(steps: pd.DataFrame, runs: pd.DataFrame, x: str) -> dict[str, 
     return result
 
 
+#: A run's score at a common budget B is read between its two evaluations either side of B
+#: only where they are at most this fraction of B apart (a run evaluated at B itself has its
+#: score there): a value on the line between far-apart evaluations (a run to a CPU limit
+#: evaluating every 5M timesteps, read at an RL budget of 1M) is not a measurement, and it
+#: borrows learning from past the budget. At even spacing from 0 this is the curves' rule
+#: of at least :data:`MIN_EVALUATIONS_BY_CUT` evaluations by the cut.
+MAX_GAP_AT_CUT = 0.5
+MIN_EVALUATIONS_BY_CUT = 3
+
+
 def scores_at(steps: pd.DataFrame, runs: pd.DataFrame, x: str, at: dict[str, float]) -> pd.Series:
-    """Each run's eval return interpolated at its env's ``at`` (NaN where it cannot be)."""
+    """Each run's eval return interpolated at its env's ``at``; NaN where it cannot be (out
+    of the run's range) or should not be (:data:`MAX_GAP_AT_CUT`)."""
     evals = eval_points(steps, x).sort_values(["run", x])
     by_run = {run: frame for run, frame in evals.groupby("run", sort=False)}
     values = []
@@ -448,6 +459,14 @@ def scores_at(steps: pd.DataFrame, runs: pd.DataFrame, x: str, at: dict[str, flo
             values.append(math.nan)
             continue
         xs = frame[x].to_numpy(float)
+        after = int(np.searchsorted(xs, point))
+        if (
+            0 < after < len(xs)
+            and not np.isclose(xs[after], point, rtol=1e-3, atol=0.0)
+            and xs[after] - xs[after - 1] > MAX_GAP_AT_CUT * point
+        ):
+            values.append(math.nan)
+            continue
         values.append(value_at(xs, frame["eval_return_mean"].to_numpy(float), point))
     return pd.Series(values, index=runs.index, dtype=float)
 
