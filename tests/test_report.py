@@ -838,6 +838,34 @@ def test_a_run_older_than_a_knob_groups_with_the_default_it_followed() -> None:
     assert grouped[GROUP].tolist() == ["x [init=normc]"] * 2 + ["x [init=torch]"] * 2
 
 
+def test_a_budget_older_than_its_knob_reads_as_the_null_it_followed() -> None:
+    """Grid runs recorded before ``cpu_limit`` existed, beside runs trained to a CPU limit:
+    the label names the budget, the column's default read as the runs that record a null
+    read it."""
+    runs = _four_runs(**{"budget_cpu_limit": [math.nan, math.nan, 3913.0, 3913.0]})
+    recorded = {"a": [], "b": ["budget_cpu_limit"], "c": ["budget_cpu_limit"]}
+    recorded["d"] = recorded["c"]
+    grouped = add_groups(runs, ["budget_cpu_limit"], recorded)
+    assert grouped[GROUP].tolist() == ["x [budget=none]"] * 2 + ["x [budget=3913 CPU-s]"] * 2
+    # the budget keys that differ are named together, in words, where the first of them was
+    runs = _four_runs(
+        **{
+            "budget_timesteps": [1e6, 1e6, math.nan, math.nan],
+            "eval_every_timesteps": [50000, 50000, 5e6, 5e6],
+            "budget_cpu_limit": [math.nan, math.nan, 3913.0, 3913.0],
+        }
+    )
+    keys = ["budget_timesteps", "eval_every_timesteps", "budget_cpu_limit"]
+    recorded = {run: ["budget_timesteps", "eval_every_timesteps"] for run in "ab"}
+    recorded |= {run: keys for run in "cd"}
+    grouped = add_groups(runs, keys, recorded)
+    assert (
+        grouped[GROUP].tolist()
+        == ["x [budget=1M timesteps, eval_every_timesteps=50000]"] * 2
+        + ["x [budget=3913 CPU-s, eval_every_timesteps=5000000]"] * 2
+    )
+
+
 def test_a_setting_that_changes_with_w_still_names_the_groups() -> None:
     runs = _four_runs(
         workers=[1, 1, 8, 8], reward_transform=["shaped", "shaped", "annealed", "annealed"]

@@ -212,6 +212,9 @@ def _shortest_distinct(texts: pd.Series) -> pd.Series:
     return texts.map(lambda t: short.get(t, t) if isinstance(t, str) else t)
 
 
+_UNRECORDED = object()
+
+
 def add_groups(
     runs: pd.DataFrame,
     settings: Sequence[str] = (),
@@ -247,7 +250,14 @@ def add_groups(
             if recorded is None:
                 out.append(_value_text(value) if _present(value) else None)
             elif column not in known.get(run, set()):
-                out.append(_value_text(followed[column]) if column in followed else None)
+                # a followed knob's default, read as the runs that recorded it read it
+                knob = column.removeprefix("budget_")  # flatten_config's budget columns
+                default = followed.get(knob, _UNRECORDED)
+                out.append(
+                    None
+                    if default is _UNRECORDED
+                    else (_value_text(default) if _present(default) else "none")
+                )
             else:
                 out.append(_value_text(value) if _present(value) else "none")
         return _shortest_distinct(pd.Series(out, index=frame.index, dtype=object))
@@ -273,6 +283,7 @@ def add_groups(
                 index: [f"{_short_key(c)}={shown[c][index] or 'n/a'}" for c in others]
                 for index in kin.index
             }
+            parts = _one_budget_part(kin, others, parts)
             # over all the algorithm's runs on the env: a sweep per configuration names its
             # group also where k or W alone split the groups
             by_sweep = _sweep_names(kin, {i: tuple(p) for i, p in parts.items()})
@@ -281,6 +292,30 @@ def add_groups(
                 labels[index] = str(label) + (f" [{tag}]" if tag else "")
     runs[GROUP] = labels
     return runs
+
+
+def _one_budget_part(
+    runs: pd.DataFrame, others: list[str], parts: dict[Any, list[str]]
+) -> dict[Any, list[str]]:
+    """Where budget keys tell configurations apart, one ``budget=`` part in words in their
+    place (``budget=1M timesteps`` against ``budget=3913 CPU-s`` for a run to a CPU limit,
+    not ``timesteps=none, cpu_limit=3913``); the parts as they are if the words would merge
+    two configurations."""
+    budget = [c for c in others if c.startswith("budget_")]
+    if not budget:
+        return parts
+    first = others.index(budget[0])
+
+    def phrase(index: Any) -> str:
+        row = runs.loc[index]
+        return budget_phrase(lambda key: row.get(f"budget_{key}")) or "none"
+
+    merged = {}
+    for index, kept in parts.items():
+        merged[index] = [part for c, part in zip(others, kept, strict=True) if c not in budget]
+        merged[index].insert(first, f"budget={phrase(index)}")
+    distinct = len({tuple(p) for p in parts.values()})
+    return merged if len({tuple(p) for p in merged.values()}) == distinct else parts
 
 
 def _sweep_names(same: pd.DataFrame, parts: dict[Any, tuple[str, ...]]) -> dict[Any, str]:
