@@ -268,6 +268,9 @@ def test_the_salimans_table_measures_time_to_shares_of_the_best_rl_score(tmp_pat
         "**Hopper-v5**, optimes (best ES) against ppo (best RL): at equal timesteps (1M) "
         "optimes leads, optimes 100 [100, 100] against ppo 90.0 [90.0, 90.0]; "
     )
+    # ppo first evaluates at 100 CPU-s: no score at 50 (never one extrapolated), and the
+    # sentence says why rather than "no scores yet"
+    assert "(50 CPU-s, ppo 10% into its training) not compared: ppo had no evaluation " in sentence
     # At equal compute at ppo's full budget (1,000 CPU-s) optimes (50 CPU-s a run) has no
     # scores: three cells of 1,000 CPU-seconds are missing.
     point = fairness.equal_compute_point(facts)

@@ -125,6 +125,17 @@ def _scores(facts: TaskFacts, algo: str, axis: str) -> np.ndarray:
     return runs.loc[runs["algo"] == algo, f"score_{axis}"].to_numpy(float)
 
 
+def _unscored(facts: TaskFacts, axis: str, *algos: str) -> str:
+    """Why a point compares nothing: who of ``algos`` has no score there, and why."""
+    missing = [a for a in algos if not np.isfinite(_scores(facts, a, axis)).any()]
+    if not missing or len(missing) == len(algos):
+        return "no scores yet"
+    return (
+        f"not compared: {' and '.join(missing)} had no evaluation close to it (none by "
+        "then, or the nearest either side further apart than the point itself)"
+    )
+
+
 def _gate(facts: TaskFacts, *algos: str) -> str | None:
     flagged = facts.flagged_gates()
     texts = [flagged[a] for a in algos if a in flagged]
@@ -236,13 +247,13 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
     ]
     progress = rl_progress(facts, at["cpu_seconds"])
     early = f", {rl} {progress:.0%} into its training" if math.isfinite(progress) else ""
+    cheapest = compare(es, _scores(facts, es, "cpu_seconds"), rl, _scores(facts, rl, "cpu_seconds"))
     parts.append(
         f"at equal CPU at the cheapest run's budget ({at['cpu_seconds']:,.0f} CPU-s{early}) "
-        + sentence_part(
-            compare(es, _scores(facts, es, "cpu_seconds"), rl, _scores(facts, rl, "cpu_seconds")),
-            es,
-            rl,
-            gate,
+        + (
+            sentence_part(cheapest, es, rl, gate)
+            if cheapest is not None
+            else _unscored(facts, "cpu_seconds", es, rl)
         )
     )
     point = equal_compute_point(facts)
@@ -331,7 +342,9 @@ def opening(
         f"mean of the run's last {LAST_EVALUATIONS} evaluations up to that point (the last "
         "interpolated at the point where the run went past it); at equal CPU at the "
         "cheapest run's budget, the one return interpolated there (RL is early in training: a "
-        "mean would reach back to its start). The best ES and the best RL of a task are "
+        "mean would reach back to its start). No score is read off the line between two "
+        "evaluations further apart than the point itself (an RL run's first evaluation "
+        "after its start can come minutes of CPU later). The best ES and the best RL of a task are "
         "each family's best mean score at equal timesteps. An RL cell scoring below half the "
         "way from the random policy to its published anchor (rl-baselines3-zoo "
         "benchmark.md), or any cell with fewer runs than seeds, fails its sanity gate and "

@@ -229,7 +229,7 @@ def leader_text(scores: TaskScores, axis: str, gated: dict[str, str] | None = No
     unscored = sorted(ran - {name for _, name, _ in groups} - set(gated))
     not_run = sorted(set(scores.task.algos) - ran)
     notes = (
-        ([f"{', '.join(unscored)}: no evaluation by then"] if unscored else [])
+        ([f"{', '.join(unscored)}: no evaluation near it"] if unscored else [])
         + [f"not ranked: {gated[algo]}" for algo in sorted(gated) if algo in ran]
         + ([f"{', '.join(not_run)}: no completed run yet"] if not_run else [])
     )

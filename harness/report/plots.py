@@ -284,7 +284,7 @@ def _widen_for_legends(fig: Figure, axes: list[Any]) -> None:
 
 #: On a clipped axis, a group with a run of fewer evaluations (the start included) up to the
 #: cut is drawn faint only: an aggregate through two points would read as a learning curve.
-#: (The scores at a common budget follow the same rule: :data:`data.MAX_GAP_AT_CUT`.)
+#: (The scores at a common budget have a looser rule of their own: :data:`data.MAX_GAP_AT_CUT`.)
 MIN_EVALUATIONS_CURVE = MIN_EVALUATIONS_BY_CUT
 
 #: A timesteps axis whose runs go past this multiple of the common budget is clipped ...
