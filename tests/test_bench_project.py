@@ -384,8 +384,11 @@ def test_a_report_projects_each_configuration_of_an_algorithm_apart(
 
     alone, both = section_of(runs), section_of(runs, limited)
     assert "never" not in row(alone, "ppo")
-    assert row(both, "ppo [cpu_limit=none]") == row(alone, "ppo")  # the same times as alone
-    assert row(both, "ppo [cpu_limit=50]")[1] == "0 of 2"
+    # the groups are named by their budgets
+    assert row(both, "ppo [budget=20k timesteps or return 150]") == row(
+        alone, "ppo"
+    )  # the same times
+    assert row(both, "ppo [budget=20k timesteps or 50 CPU-s or return 150]")[1] == "0 of 2"
     assert row(both, "optimes") == row(alone, "optimes")  # its W=1 and W=2 runs still together
     # counted per algorithm, the two runs that never score take ppo's median run
     read = [projection.model.read_costs(d) for d in [*grid, *sorted(limited.iterdir())]]
