@@ -241,7 +241,7 @@ def _log_wall_clock(ax: Any, data: pd.DataFrame, x: str) -> None:
         ax.set_xlabel(AXIS_LABELS.get(x, x) + " (log scale)")
 
 
-def _legend_outside(ax: Any, anchor_handles: list[Any] | tuple[()] = ()) -> None:
+def legend_outside(ax: Any, anchor_handles: list[Any] | tuple[()] = ()) -> None:
     """The axes' curves, then ``anchor_handles`` (published figures, some drawn off the
     plot), in one legend right of the axes: inside, a long list of groups covers the
     curves it names. A group label lists every setting that tells it apart, so it can
@@ -262,7 +262,7 @@ def _legend_outside(ax: Any, anchor_handles: list[Any] | tuple[()] = ()) -> None
     )
 
 
-def _widen_for_legends(fig: Figure, axes: list[Any]) -> None:
+def widen_for_legends(fig: Figure, axes: list[Any]) -> None:
     """Widen ``fig`` by each panel's outside legend (about 0.055 in per character at
     7.5 pt) and keep that much space before the next panel, so no legend covers a curve."""
     longest = max(
@@ -397,8 +397,8 @@ def eval_curve_figure(
             handles = draw_anchors(ax, env_anchors, x_max)
             drawn += env_anchors
         ax.set_title(str(env), fontsize=11)
-        _legend_outside(ax, handles)
-    _widen_for_legends(fig, axes)
+        legend_outside(ax, handles)
+    widen_for_legends(fig, axes)
     what = {"timesteps": "timesteps", "cpu_seconds": "CPU-seconds"}.get(x, "wall-clock")
     note = (
         f"lines: IQM (n >= {MIN_RUNS_IQM}) or mean (n = {MIN_RUNS_INTERVAL}) over runs where all "
@@ -492,8 +492,8 @@ def fitness_curve_figure(
         env_anchors = training_fitness_anchors(anchors, runs, str(env)) if anchors else []
         handles = draw_anchors(ax, env_anchors, x_max)
         drawn += env_anchors
-        _legend_outside(ax, handles)
-    _widen_for_legends(fig, axes)
+        legend_outside(ax, handles)
+    widen_for_legends(fig, axes)
     note = (
         "training return on the training reward (shaped where the group's reward_transform "
         "is set, the env's own otherwise): ES, the mean over a generation's candidates; "

@@ -24,7 +24,14 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator
 
 from harness.bench import project as model
-from harness.report.plots import apply_style, finish, group_colors, save
+from harness.report.plots import (
+    apply_style,
+    finish,
+    group_colors,
+    legend_outside,
+    save,
+    widen_for_legends,
+)
 from harness.report.render import Section
 
 TITLE = "Wall-clock as cores grow"
@@ -197,7 +204,8 @@ def figure(chosen: Sequence[Panel], best_only: bool = False) -> Figure | None:
             [], [], linestyle="none", marker="o", markersize=9, markerfacecolor="none",
             markeredgecolor="#222222", markeredgewidth=1.8, label="measured median",
         )  # fmt: skip
-        ax.legend(fontsize=7.5, loc="best")
+        legend_outside(ax)  # a report's group labels are long: inside, they hide curves
+    widen_for_legends(fig, flat[: len(drawable)])
     note = (
         "Lines: the model's prediction from each run's records (median run per algorithm; "
         "a run that never reached R counts as the slowest), at the fewest workers that run "
