@@ -303,23 +303,15 @@ def test_runs_without_the_longest_task_fall_back_to_what_they_measured(
     assert bound > project.point(full, step, 2, project.Assumptions()).terms["stragglers"]
 
 
-def test_the_benchmark_section_projects_the_grid_runs_not_those_to_a_cpu_limit(
-    runs: Path, tmp_path: Path
-) -> None:
-    """Runs trained to a CPU limit (the benchmark's equal-compute cells) are another
-    configuration: two such ppo runs that never score leave the section as it is without
-    them, and make ppo's median run "never" if they were counted."""
+def _cpu_limited_copies(run_dir: Path, folder: Path) -> list[Path]:
+    """Two copies of ``run_dir`` as runs 91 and 92 under ``folder``, recorded as trained to a
+    CPU limit of 50 s, whose every evaluation is -1000 (and no target confirmed)."""
     import shutil
 
-    from harness import rundir
-    from harness.report import projection
-
-    grid = sorted(p for p in runs.iterdir() if p.name.isdigit())
-    ppo = next(p for p in grid if json.loads((p / "config.json").read_text())["algo"] == "ppo")
-    limited = []
+    copies = []
     for name in ("91", "92"):
-        copy = tmp_path / "limited" / name
-        shutil.copytree(ppo, copy)
+        copy = folder / name
+        shutil.copytree(run_dir, copy)
         config = json.loads((copy / "config.json").read_text())
         (copy / "config.json").write_text(json.dumps({**config, "cpu_limit": 50.0}))
         metrics = json.loads((copy / "metrics.json").read_text())
@@ -327,7 +319,22 @@ def test_the_benchmark_section_projects_the_grid_runs_not_those_to_a_cpu_limit(
         evals["values"] = [-1000.0] * len(evals["values"])
         metrics.pop("confirm_passed", None)  # nor confirmed the target
         (copy / "metrics.json").write_text(json.dumps(metrics))
-        limited.append(copy)
+        copies.append(copy)
+    return copies
+
+
+def test_the_benchmark_section_projects_the_grid_runs_not_those_to_a_cpu_limit(
+    runs: Path, tmp_path: Path
+) -> None:
+    """Runs trained to a CPU limit (the benchmark's equal-compute cells) are another
+    configuration: two such ppo runs that never score leave the section as it is without
+    them, and make ppo's median run "never" if they were counted."""
+    from harness import rundir
+    from harness.report import projection
+
+    grid = sorted(p for p in runs.iterdir() if p.name.isdigit())
+    ppo = next(p for p in grid if json.loads((p / "config.json").read_text())["algo"] == "ppo")
+    limited = _cpu_limited_copies(ppo, tmp_path / "limited")
 
     def section(run_dirs: list[Path], name: str) -> Any:
         archive = tmp_path / f"{name}.tar.xz"
@@ -349,24 +356,13 @@ def test_a_report_projects_each_configuration_of_an_algorithm_apart(
 ) -> None:
     """In a report, ppo trained to a CPU limit is its own group, so its runs that never
     score do not make the grid ppo's median run "never" (they would, counted together)."""
-    import shutil
 
     from harness.report import projection
 
     grid = sorted(p for p in runs.iterdir() if p.name.isdigit())
     ppo = next(p for p in grid if json.loads((p / "config.json").read_text())["algo"] == "ppo")
     limited = tmp_path / "limited"
-    for name in ("91", "92"):
-        copy = limited / name
-        shutil.copytree(ppo, copy)
-        config = json.loads((copy / "config.json").read_text())
-        (copy / "config.json").write_text(json.dumps({**config, "cpu_limit": 50.0}))
-        metrics = json.loads((copy / "metrics.json").read_text())
-        metrics["eval_return_mean"]["values"] = [-1000.0] * len(
-            metrics["eval_return_mean"]["values"]
-        )
-        metrics.pop("confirm_passed", None)
-        (copy / "metrics.json").write_text(json.dumps(metrics))
+    _cpu_limited_copies(ppo, limited)
 
     def section_of(*folders: Path) -> str:
         out = tmp_path / f"report-{len(folders)}"

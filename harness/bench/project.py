@@ -148,7 +148,7 @@ class RunCosts:
     #: resumed at another worker count part of the way: no one W's measured time
     mixed_workers: bool = False
     #: the run's configuration where one algorithm's runs differ (a report's group label,
-    #: such as ``optimes [cpu_limit=3913]``); empty: the algorithm names it
+    #: such as ``optimes [budget=3913 CPU-s]``); empty: the algorithm names it
     group: str = ""
 
     @property

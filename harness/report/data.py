@@ -478,8 +478,6 @@ def common_budget(steps: pd.DataFrame, runs: pd.DataFrame, x: str) -> dict[str, 
 #: after minutes, read at 23 s) is not a measurement, and it borrows learning from far past
 #: the budget. At even spacing from 0: an evaluation after the start, by the cut.
 MAX_GAP_AT_CUT = 1.0
-#: On a clipped axis, a learning curve needs this many evaluations by the cut (plots).
-MIN_EVALUATIONS_BY_CUT = 3
 
 
 def scores_at(steps: pd.DataFrame, runs: pd.DataFrame, x: str, at: dict[str, float]) -> pd.Series:

@@ -26,13 +26,7 @@ from matplotlib.figure import Figure
 
 from harness.report.anchors import Anchor, anchors_for, draw_anchors, training_fitness_anchors
 from harness.report.anchors import caption_text as anchor_caption
-from harness.report.data import (
-    GROUP,
-    MIN_EVALUATIONS_BY_CUT,
-    caption,
-    eval_curves,
-    eval_points,
-)
+from harness.report.data import GROUP, caption, eval_curves, eval_points
 from harness.report.stats import (
     MIN_RUNS_INTERVAL,
     MIN_RUNS_IQM,
@@ -285,7 +279,7 @@ def widen_for_legends(fig: Figure, axes: list[Any]) -> None:
 #: On a clipped axis, a group with a run of fewer evaluations (the start included) up to the
 #: cut is drawn faint only: an aggregate through two points would read as a learning curve.
 #: (The scores at a common budget have a looser rule of their own: :data:`data.MAX_GAP_AT_CUT`.)
-MIN_EVALUATIONS_CURVE = MIN_EVALUATIONS_BY_CUT
+MIN_EVALUATIONS_CURVE = 3
 
 #: A timesteps axis whose runs go past this multiple of the common budget is clipped ...
 CLIP_PAST_CUT = 10.0
