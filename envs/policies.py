@@ -36,6 +36,7 @@ __all__ = [
     "Policy",
     "PolicySpec",
     "build_policy",
+    "check_hidden_sizes",
     "policy_spec_for",
 ]
 
@@ -47,6 +48,13 @@ ActionKind = Literal["discrete", "box"]
 InitScheme = Literal["normc", "torch"]
 #: What :meth:`Policy.act` returns: an ``int`` for discrete spaces, a float32 array for Box.
 Action = int | np.ndarray
+#: Largest networks a spec may describe: far beyond any ES policy (the GoodAI Ant MLP is
+#: 64-64), they make a typo or a planted record (30,000 hidden layers) a one-line refusal
+#: instead of minutes spent building the network.
+MAX_HIDDEN_LAYERS = 16
+MAX_HIDDEN_UNITS = 4096
+#: Most levels ``discretize`` may round a Box action to.
+MAX_DISCRETIZE = 65536
 
 _F32 = np.float32
 
@@ -61,6 +69,22 @@ _matmul = np.matmul
 _tanh = np.tanh
 _rint = np.rint
 _copyto = np.copyto
+
+
+def check_hidden_sizes(sizes: Sequence[Any]) -> None:
+    """Refuse (ValueError, one line) hidden sizes that are not 1 to :data:`MAX_HIDDEN_LAYERS`
+    integers from 1 to :data:`MAX_HIDDEN_UNITS` (an empty list: a linear policy)."""
+    if len(sizes) > MAX_HIDDEN_LAYERS:
+        raise ValueError(
+            f"hidden sizes must be at most {MAX_HIDDEN_LAYERS} layers, got {len(sizes)}"
+        )
+    for size in sizes:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+            raise ValueError(f"hidden sizes must be positive integers, got {list(sizes)!r}")
+        if size > MAX_HIDDEN_UNITS:
+            raise ValueError(
+                f"hidden sizes must be at most {MAX_HIDDEN_UNITS} units, got {int(size)}"
+            )
 
 
 def _as_int_tuple(values: Sequence[int]) -> tuple[int, ...]:
@@ -114,8 +138,7 @@ class PolicySpec:
             raise ValueError(f"a linear policy has no hidden layers, got {self.hidden_sizes}")
         if self.kind in ("mlp", "lstm") and not self.hidden_sizes:
             raise ValueError(f"a {self.kind} policy needs at least one hidden size")
-        if any(h <= 0 for h in self.hidden_sizes):
-            raise ValueError(f"hidden sizes must be positive, got {self.hidden_sizes}")
+        check_hidden_sizes(self.hidden_sizes)
         if self.obs_dim <= 0 or self.action_dim <= 0:
             raise ValueError(
                 f"obs_dim and action_dim must be positive: {self.obs_dim}, {self.action_dim}"
@@ -133,6 +156,10 @@ class PolicySpec:
                 raise ValueError("each action_low must be below its action_high")
             if self.discretize == 1 or self.discretize < 0:
                 raise ValueError(f"discretize must be 0 (continuous) or > 1, got {self.discretize}")
+            if self.discretize > MAX_DISCRETIZE:
+                raise ValueError(
+                    f"discretize must be at most {MAX_DISCRETIZE}, got {self.discretize}"
+                )
         else:
             if self.action_low or self.action_high:
                 raise ValueError("discrete action spaces take no action bounds")

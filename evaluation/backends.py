@@ -43,6 +43,7 @@ from evaluation.protocol import (
     Replica,
     ReplicaRef,
 )
+from evaluation.spawning import main_module_hidden
 from evaluation.worker import CLOSE, TaskRunner, decode, encode, process_worker_main
 
 log = logging.getLogger(__name__)
@@ -618,8 +619,8 @@ class ProcessEvaluator(PoolEvaluator):
             daemon=True,
             name=f"es-harness-worker-{worker_id}",
         )
-        with sigint_held_from_children():
-            process.start()
+        with sigint_held_from_children(), main_module_hidden():
+            process.start()  # the worker needs nothing of __main__ (evaluation.spawning)
         worker_conn.close()
         return _ProcessWorker(process, head_conn, worker_id)
 

@@ -129,6 +129,21 @@ def package_dir(name: str) -> str:
     return str(Path(locations[0]))
 
 
+class _NoDriverPaths(list[str]):
+    """Ray's ``JobConfig._py_driver_sys_path``, kept empty: Ray would put the driver's working
+    folder (and its script's) first on every worker's ``sys.path``, so a ``numpy.py`` planted
+    where a command runs would be imported by each worker (docs/trust.md)."""
+
+    def extend(self, paths: Any) -> None:
+        pass
+
+
+def _job_config() -> ray.job_config.JobConfig:
+    job_config = ray.job_config.JobConfig()
+    job_config._py_driver_sys_path = _NoDriverPaths()
+    return job_config
+
+
 def connect(
     address: str | None,
     num_cpus: int,
@@ -152,6 +167,7 @@ def connect(
                 num_cpus=num_cpus,
                 object_store_memory=max(object_store_bytes, OBJECT_STORE_MIN),
                 include_dashboard=False,
+                job_config=_job_config(),
                 **common,
             )
         return True
@@ -165,7 +181,12 @@ def connect(
         # must be installed on the cluster's machines (or be packages shipped above)
         runtime_env["env_vars"] = {IMPORTS_ENV: os.environ[IMPORTS_ENV]}
     try:
-        ray.init(address=address, runtime_env=runtime_env or None, **common)
+        ray.init(
+            address=address,
+            runtime_env=runtime_env or None,
+            job_config=_job_config(),
+            **common,
+        )
     except (ConnectionError, RuntimeError, TimeoutError) as error:
         raise WorkerLostError(f"cannot connect to the Ray cluster at {address}: {error}") from None
     return False

@@ -13,6 +13,10 @@ attributes are the sub-package's, so ``harness.sweep.load_sweep`` and
 
 __version__ = "0.1.0"
 
+# First of all: a Ctrl-C from here on, while the `harness` command starts, ends it with one
+# line (see the module); a library import of the package is left alone.
+import harness.quiet_start  # noqa: F401  # isort: skip
+
 import os
 import sys
 import types

@@ -20,6 +20,13 @@ writes for the same knobs. Example::
     table = harness.load_runs("runs/demo", algo="optimes", where={"sigma": 0.05})
     harness.report("runs/demo", out="reports/mine")
 
+This works from any script as it stands (``python script.py``, ``python - < script.py``)
+and from a notebook: no ``if __name__ == "__main__":`` block is needed. Evaluation
+workers start from the harness's own code and never import the calling script
+(:mod:`evaluation.spawning`); sweep cells are processes of their own
+(``python -m harness.sweep``). So an env the script registers itself cannot reach the
+workers: :func:`run` refuses it in one line unless ``backend="inline"``.
+
 Importing :mod:`harness` imports none of this: each function imports what it needs
 when called (Sacred, the algorithms, pandas).
 """
@@ -98,6 +105,14 @@ class RunResult:
         if not summary:
             summary = dict(header.run.get("result") or {})
         return cls(folder, header.status, header.config, summary)
+
+    def __repr__(self) -> str:
+        """One line: which run, and how it ended (``config`` and ``summary`` hold the rest)."""
+        return (
+            f"RunResult(run_dir={str(self.run_dir)!r}, algo={self.config.get('algo')!r}, "
+            f"env={self.config.get('env')!r}, seed={self.config.get('seed')!r}, "
+            f"status={self.status!r})"
+        )
 
     @cached_property
     def metrics(self) -> pd.DataFrame:
@@ -239,7 +254,35 @@ def run(
         config = resolve_run_args(args).config
         folder = Path(runs_dir)
         check_can_start(config, folder, oversubscribe=oversubscribe)
+        _check_env_outside_main(config)
         return _start(config, folder, verbose)
+
+
+def _check_env_outside_main(config: Mapping[str, Any]) -> None:
+    """Refuse an ES run on worker processes whose env is defined in ``__main__``.
+
+    Workers do not import the calling script (:mod:`evaluation.spawning`), so they could
+    not build an env registered from there: every worker would die in turn.
+    """
+    if config.get("backend") == "inline":
+        return
+    import gymnasium as gym
+
+    from algorithms.registry import family_of
+    from envs.registry import resolve_env_id
+
+    if family_of(config.get("algo")) != "es":
+        return  # an RL run's env processes are forked: they have the script's envs
+    env = str(config.get("env"))
+    spec = gym.registry.get(resolve_env_id(env))
+    entry = getattr(spec, "entry_point", None)
+    where = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    if where == "__main__":
+        raise UsageError(
+            f"env {env!r} is defined in the script that calls harness.run, which "
+            f"{config.get('backend')} workers do not import: define it in a module and pass "
+            "imports=['MODULE'] (or backend='inline')"
+        )
 
 
 def _start(config: dict[str, Any], runs_dir: Path, verbose: bool) -> RunResult:

@@ -42,6 +42,7 @@ import json
 import os
 import pickle
 import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -285,11 +286,20 @@ def remove_stale_temporaries(folder: Path) -> None:
 
 
 def _read_checkpoint(path: Path) -> tuple[list[bytes], bytes]:
-    """A checkpoint file's header fields and payload, nothing of it decoded."""
+    """A checkpoint file's header fields and payload, nothing of it decoded.
+
+    Only a regular file is read (a FIFO or a link to ``/dev/zero`` is refused, not waited
+    on or read until memory runs out), and only when its first line is a checkpoint's.
+    """
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        with rundir.open_regular(path) as stream:
+            data = stream.readline(256)
+            if data.startswith(MAGIC + b" ") and data.endswith(b"\n"):
+                data += stream.read()
+    except rundir.MissingRunFile:
         raise CheckpointError(f"no checkpoint at {path}") from None
+    except rundir.UnreadableRun as error:
+        raise CheckpointError(f"checkpoint {path} cannot be read: {error}") from None
     except OSError as error:
         raise CheckpointError(f"cannot read checkpoint {path}: {error.strerror}") from None
     header, newline, payload = data.partition(b"\n")
@@ -357,6 +367,48 @@ def signed_by_user(path: Path) -> bool:
     except CheckpointError:
         return False
     return hmac.compare_digest(_signature(key, payload), signature.encode("ascii"))
+
+
+# -- the signed config ----------------------------------------------------------------------
+#
+# ``config.json`` is a record anyone who can write the runs directory can edit. A run killed
+# before its first checkpoint has nothing else to restart from, so the observer signs the
+# exact bytes of every ``config.json`` it writes (``config.sig``, written first) and
+# ``harness resume`` restarts such a run only when they verify with this user's key.
+
+#: First bytes of ``config.sig``; also what the HMAC covers before the config's bytes, so a
+#: config signature can never pass for a checkpoint's or the other way round.
+CONFIG_MAGIC = b"es-harness-config 1"
+
+
+def _config_signature_line(key: bytes, config_bytes: bytes) -> bytes:
+    return b"%s %s\n" % (CONFIG_MAGIC, _signature(key, CONFIG_MAGIC + b"\n" + config_bytes))
+
+
+def write_config_signature(run_dir: Path, config_bytes: bytes) -> None:
+    """Sign ``config_bytes`` (what is about to become ``run_dir/config.json``) with the
+    user's key, atomically, in ``run_dir/config.sig``."""
+    line = _config_signature_line(checkpoint_key(create=True), config_bytes)
+    atomic_write(run_dir / rundir.CONFIG_SIGNATURE, [line], durable=False)
+
+
+def config_signed_by_user(run_dir: Path) -> bool:
+    """Whether ``run_dir/config.json`` is byte for byte a config this user's harness signed.
+
+    False for a missing, edited or foreign config or signature, a signature that is not a
+    regular file, and when there is no key. Nothing of the config is parsed here.
+    """
+    try:
+        config_bytes = rundir.read_json_bytes(run_dir / rundir.CONFIG)
+        fd = os.open(run_dir / rundir.CONFIG_SIGNATURE, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                return False
+            line = stream.read(256)
+        key = checkpoint_key(create=False)
+    except (rundir.UnreadableRun, CheckpointError, OSError):
+        return False
+    return hmac.compare_digest(line, _config_signature_line(key, config_bytes))
 
 
 def _load_legacy(path: Path, digest: bytes, payload: bytes, trust_legacy: bool) -> dict[str, Any]:

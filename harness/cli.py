@@ -8,11 +8,12 @@ import harness.quiet_start  # noqa: F401
 # isort: split
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from harness.commands import (
     OneLineErrorParser,
     UsageError,
     print_outcome,
+    terminal_text,
 )
 from harness.config import ConfigError
 from harness.launch import check_can_start, resolve_run_args, start_run
@@ -261,6 +263,23 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
 }
 
 
+@contextlib.contextmanager
+def children_without_working_folder() -> Iterator[None]:
+    """Every Python process a command starts (sweep cells, evaluation workers, multiprocessing's
+    helpers, Ray's processes) leaves the working folder off ``sys.path``: ``python -m`` and
+    ``python -c`` would put it first, and a ``yaml.py`` planted there would run
+    (``PYTHONSAFEPATH``, as ``-P``; docs/trust.md)."""
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``harness`` console script."""
     from harness import quiet_start
@@ -271,9 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         handler = getattr(args, "handler", None) or COMMANDS[args.command]
-        return handler(args)
+        with children_without_working_folder():
+            return handler(args)
     except UsageError as error:
-        print(f"{ERROR_PREFIX} {error}", file=sys.stderr)
+        print(f"{ERROR_PREFIX} {terminal_text(error)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(quiet_start.MESSAGE, file=sys.stderr)

@@ -13,8 +13,12 @@ line and exits with :data:`EXIT_USAGE`.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
+import re
 import socket
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,20 +28,44 @@ __all__ = [
     "ERROR_PREFIX",
     "EXIT_USAGE",
     "OVERSUBSCRIBE_FACTOR",
+    "WARNING_PREFIX",
     "OneLineErrorParser",
     "UsageError",
+    "bounded",
     "check_ray_address",
     "check_run_resources",
     "check_runs_dir",
     "check_writable_dir",
     "positive",
     "print_outcome",
+    "terminal_text",
+    "warn",
 ]
 
 #: Exit status of bad input (argparse's too).
 EXIT_USAGE = 2
 #: The one prefix of every usage error line.
 ERROR_PREFIX = "harness: error:"
+
+
+#: The one prefix of every warning line.
+WARNING_PREFIX = "harness: warning:"
+#: Characters a terminal acts on rather than shows: C0 controls but newline and tab (ESC
+#: starts colour, cursor and title sequences; CR rewrites the line), DEL, C1 controls
+#: (CSI) and the bidirectional overrides that reorder what is shown.
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: object) -> str:
+    """``text`` for a terminal: each control character shown escaped as Python writes it
+    (``\\x1b``, ``\\r``), so that a value from a run directory (``algo``, ``imports``)
+    cannot colour, move, retitle or rewrite the user's terminal."""
+    return _TERMINAL_CONTROL.sub(lambda m: repr(m.group(0))[1:-1], str(text))
+
+
+def warn(message: object) -> None:
+    """Print one ``harness: warning:`` line on stderr, its control characters escaped."""
+    print(f"{WARNING_PREFIX} {terminal_text(message)}", file=sys.stderr)
 
 
 class UsageError(Exception):
@@ -48,7 +76,8 @@ class OneLineErrorParser(argparse.ArgumentParser):
     """argparse with one-line errors (no usage block), the one ``harness: error:`` prefix."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{ERROR_PREFIX} {message} (see `{self.prog} --help`)\n")
+        line = terminal_text(f"{message} (see `{self.prog} --help`)")
+        self.exit(EXIT_USAGE, f"{ERROR_PREFIX} {line}\n")
 
 
 def add_import_flag(parser: argparse.ArgumentParser, why: str) -> None:
@@ -81,6 +110,50 @@ def positive(kind: Callable[[str], Any], name: str) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(f"{name} must be positive, got {value}")
         return value
 
+    return parse
+
+
+def bounded(
+    kind: type, name: str, least: float, most: float, least_open: bool = False
+) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` (int or float) from ``least`` to ``most``.
+
+    An integer may be written as people write one (``1e3``); ``least_open``: the value must
+    be above ``least``. Errors are one line naming the flag and the value.
+    """
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str) -> Any:
+        value: Any = None
+        shown_text = repr(text) if len(text) <= 40 else f"{text[:40]!r}..."
+        if kind is int:
+            # exact (past 4,300 digits Python refuses: then read as a float)
+            with contextlib.suppress(ValueError):
+                value = int(text)
+        if value is None:
+            try:
+                value = float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"{name} must be {noun}, got {shown_text}"
+                ) from None
+            if not math.isfinite(value):
+                raise argparse.ArgumentTypeError(
+                    f"{name} must be a finite number, got {shown_text}"
+                )
+            if kind is int:
+                if not value.is_integer():
+                    raise argparse.ArgumentTypeError(f"{name} must be an integer, got {shown_text}")
+                value = int(value)
+        if value < least or (least_open and value == least):
+            word = "above" if least_open else "at least"
+            raise argparse.ArgumentTypeError(f"{name} must be {word} {least:g}, got {shown_text}")
+        if value > most:
+            shown = f"{int(most):,}" if float(most).is_integer() else f"{most:g}"
+            raise argparse.ArgumentTypeError(f"{name} must be at most {shown}, got {shown_text}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in some messages
     return parse
 
 

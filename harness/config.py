@@ -62,18 +62,52 @@ class ConfigError(ValueError):
     """A bad configuration value; the message is one line naming it."""
 
 
+#: Deepest nesting of lists and mappings a YAML file or value may have: the composer
+#: recurses once per level, so 5,000 ``[`` would end in a RecursionError traceback.
+MAX_YAML_DEPTH = 100
+
+
 class NumberLoader(yaml.SafeLoader):
     """The safe loader, reading ``1e5`` and ``3e-4`` as numbers as people write them, and
-    refusing a key given twice in one mapping (YAML would keep the last silently).
+    refusing a key given twice in one mapping (YAML would keep the last silently), a
+    complex key (``? [a]: 1``) and nesting deeper than :data:`MAX_YAML_DEPTH`.
 
     YAML 1.1 (PyYAML) takes a float only with a dot and a signed exponent, so ``3e-4``
     would arrive as a string; YAML 1.2 and JSON read it as a number.
     """
 
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested more than {MAX_YAML_DEPTH} levels deep",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                # `? [a]: 1`: a list or mapping as a key; no setting is named so
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    "a key must be a plain value, not a list or mapping",
+                    key_node.start_mark,
+                )
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, typing.Hashable):
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a key must be a plain value, got {key!r}", key_node.start_mark
+                )
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark
@@ -81,6 +115,19 @@ class NumberLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+
+def _not_plain_data(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    raise yaml.constructor.ConstructorError(
+        None, None, f"{node.tag.rsplit(':', 1)[-1]!r} values are not plain data", node.start_mark
+    )
+
+
+# Only what JSON holds: a date stays the text it was written as, and sets, binary and
+# ordered pairs are refused (a config, a sweep file or a record has no use for them, and
+# they reached code that expects JSON types as tracebacks).
+NumberLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+for _tag in ("set", "binary", "omap", "pairs"):
+    NumberLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _not_plain_data)
 
 NumberLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
@@ -212,12 +259,19 @@ def defaults_section(algo: str) -> str:
         return algo  # reported where the config is built
 
 
+def shown_text(text: str, limit: int = 60) -> str:
+    """``repr(text)``, cut to about ``limit`` characters for a one-line message."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def parse_value(text: str) -> Any:
     """A ``--set`` value as YAML scalar/list: ``0.1`` -> float, ``true`` -> bool, ``[64,64]``."""
     try:
         return load_yaml(text)
-    except yaml.YAMLError:
-        raise ConfigError(f"cannot parse value {text!r}") from None
+    except yaml.YAMLError as error:
+        problem = " ".join(str(getattr(error, "problem", None) or "").split())
+        reason = f" ({problem})" if problem else ""
+        raise ConfigError(f"cannot parse value {shown_text(text)}{reason}") from None
 
 
 def _base_type(annotation: Any) -> Any:
@@ -427,8 +481,6 @@ def check_knob(knob: Knob, value: Any) -> None:
 
 def check_values(config: dict[str, Any]) -> None:
     """Range checks of every knob, so a bad value fails before a run starts."""
-    from envs.policies import Activation, PolicyKind
-
     for knob in KNOBS:
         section, _, name = knob.name.rpartition(".")
         holder = (config.get(section) or {}) if section else config
@@ -444,7 +496,14 @@ def check_values(config: dict[str, Any]) -> None:
             transform.check_env(resolve_env_id(str(config["env"])))
     except RewardTransformError as error:
         raise ConfigError(str(error)) from None
-    policy = config.get("policy") or {}
+    check_policy_values(config.get("policy") or {})
+
+
+def check_policy_values(policy: Mapping[str, Any]) -> None:
+    """Choices and maxima of the ``policy`` section (its knobs' types are checked by
+    :func:`check_knob`): kind, activation, hidden sizes, discretize."""
+    from envs.policies import MAX_DISCRETIZE, Activation, PolicyKind, check_hidden_sizes
+
     kinds, activations = typing.get_args(PolicyKind), typing.get_args(Activation)
     if "kind" in policy and policy["kind"] not in kinds:
         raise ConfigError(f"policy.kind must be one of {', '.join(kinds)}, got {policy['kind']!r}")
@@ -454,11 +513,23 @@ def check_values(config: dict[str, Any]) -> None:
             f"got {policy['activation']!r}"
         )
     sizes = policy.get("hidden_sizes") or []
-    if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in sizes):
-        raise ConfigError(f"policy.hidden_sizes must be positive integers, got {sizes!r}")
+    if not isinstance(sizes, list):
+        raise ConfigError(f"policy.hidden_sizes must be a list of integers, got {sizes!r}")
+    try:
+        check_hidden_sizes(sizes)
+    except ValueError as error:
+        raise ConfigError(
+            f"policy.hidden_sizes {str(error).removeprefix('hidden sizes ')}"
+        ) from None
     discretize = policy.get("discretize", 0)
-    if discretize is not None and (discretize < 0 or discretize == 1):
+    if discretize is None:
+        return
+    if isinstance(discretize, bool) or not isinstance(discretize, int):
+        raise ConfigError(f"policy.discretize must be an integer, got {discretize!r}")
+    if discretize < 0 or discretize == 1:
         raise ConfigError(f"policy.discretize must be 0 or at least 2, got {discretize!r}")
+    if discretize > MAX_DISCRETIZE:
+        raise ConfigError(f"policy.discretize must be at most {MAX_DISCRETIZE}, got {discretize!r}")
 
 
 # -- the completed config --------------------------------------------------------------------
@@ -618,7 +689,12 @@ def import_user_modules(imports: Any) -> list[str]:
 def _algorithm(draft: _Draft) -> type[Algorithm]:
     from algorithms.registry import AlgorithmRegistryError, get_algorithm
 
-    algo = draft.config.get("algo") or BY_NAME["algo"].default
+    algo = draft.config.get("algo")
+    if algo is None:
+        algo = BY_NAME["algo"].default
+    elif not isinstance(algo, str) or not algo.strip():
+        # an empty name is a slip (an unset shell variable), not a request for the default
+        raise ConfigError(f"algo must be an algorithm name (see `harness list`), got {algo!r}")
     try:
         algo_cls = get_algorithm(str(algo))
     except AlgorithmRegistryError as error:

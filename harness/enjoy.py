@@ -27,22 +27,27 @@ from pathlib import Path
 import numpy as np
 
 from harness import rundir
-from harness.commands import UsageError, add_import_flag, positive
+from harness.commands import UsageError, add_import_flag, bounded, terminal_text
+from harness.schema import SEED_MAX
 
 __all__ = ["add_arguments", "run"]
+
+#: Most episodes one ``enjoy`` plays, and the fastest video it writes (frames per second).
+MAX_EPISODES = 100_000
+MAX_FPS = 1000.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (RUNS_DIR/<id>)")
     parser.add_argument(
         "--episodes",
-        type=positive(int, "--episodes"),
+        type=bounded(int, "--episodes", 1, MAX_EPISODES),
         default=None,
-        help="episodes to play (default: the run's eval_episodes)",
+        help=f"episodes to play, at most {MAX_EPISODES:,} (default: the run's eval_episodes)",
     )
     parser.add_argument(
         "--seed",
-        type=int,
+        type=bounded(int, "--seed", 0, SEED_MAX),
         default=None,
         help="seed episode k with SEED + k (default: the seeds of the run's last evaluation)",
     )
@@ -51,9 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--fps",
-        type=positive(float, "--fps"),
+        type=bounded(float, "--fps", 0.0, MAX_FPS, least_open=True),
         default=None,
-        help="video frames per second (default: the env's render_fps, else 30)",
+        help=f"video frames per second, at most {MAX_FPS:g} (default: the env's render_fps, "
+        "else 30)",
     )
     parser.add_argument(
         "--checkpoint",
@@ -95,10 +101,15 @@ def run(args: argparse.Namespace) -> int:
         )
     except PolicyLoadError as error:
         raise UsageError(str(error)) from None
-    print(f"policy: {policy.describe()}")
+    print(f"policy: {terminal_text(policy.describe())}")
     last = last_evaluation(policy)
     episodes = args.episodes or int(policy.config["eval_episodes"])
     if args.seed is not None:
+        if args.seed + episodes - 1 > SEED_MAX:
+            raise UsageError(
+                f"--seed {args.seed} with {episodes} episodes passes the largest seed, "
+                f"{SEED_MAX:,}; give a smaller --seed"
+            )
         seeds = [args.seed + k for k in range(episodes)]
         print(f"episodes: {episodes}, seeds {args.seed}..{args.seed + episodes - 1}")
     elif last is not None:

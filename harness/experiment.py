@@ -40,7 +40,8 @@ from sacred.serializer import flatten
 from sacred.utils import SacredError, apply_backspaces_and_linefeeds
 
 from harness import rundir, schema
-from harness.commands import ERROR_PREFIX, EXIT_USAGE
+from harness.checkpoint import write_config_signature
+from harness.commands import ERROR_PREFIX, EXIT_USAGE, terminal_text
 from harness.config import ConfigError, build_run_config
 
 # Worker processes and tqdm write to the real stderr; "sys" capture keeps them out of cout.txt.
@@ -75,7 +76,7 @@ class HarnessExperiment(Experiment):
             if not self.command_line:
                 raise
             first = next((line for line in str(error).splitlines() if line.strip()), "")
-            print(f"{ERROR_PREFIX} {first}", file=sys.stderr)
+            print(f"{ERROR_PREFIX} {terminal_text(first)}", file=sys.stderr)
             raise SystemExit(EXIT_USAGE) from None
 
 
@@ -274,14 +275,33 @@ class RunStorageObserver(FileStorageObserver):
             if self.write_failure is None:
                 self.write_failure = rundir.RecordWriteError(self._path(name), error)
 
-    # files
+    # files (replaced by a rename or appended with O_NOFOLLOW: never written through a link)
     def save_json(self, obj: Any, filename: str) -> None:
         with self._io_lock:
-            rundir.write_json_atomic(self._path(filename), flatten(obj))
+            if filename != rundir.CONFIG:
+                rundir.write_json_atomic(self._path(filename), flatten(obj))
+                return
+            # the config is signed first, so every config.json this harness wrote has its
+            # signature: `harness resume` restarts a run without a checkpoint only from one
+            data = json.dumps(flatten(obj), sort_keys=True, indent=2).encode("utf-8")
+            write_config_signature(self._path(""), data)
+            rundir.atomic_write(self._path(filename), [data], durable=False)
 
     def save_cout(self) -> None:
         with self._io_lock, self._recording_failures(rundir.COUT):
-            super().save_cout()
+            text = self.cout[self.cout_write_cursor :]
+            rundir.append_no_follow(self._path(rundir.COUT), text.encode("utf-8"))
+            self.cout_write_cursor = len(self.cout)
+
+    def save_file(self, filename: str, target_name: str | None = None) -> None:
+        """An artifact copied into the run directory through a rename (Sacred's copy would
+        write through a link planted under its name)."""
+        target = target_name or os.path.basename(filename)
+        if target in (rundir.RUN, rundir.CONFIG, rundir.COUT, rundir.METRICS):
+            super().save_file(filename, target_name)  # Sacred refuses these names
+            return
+        data = Path(filename).read_bytes()
+        rundir.atomic_write(self._path(target), [data], durable=False)
 
     def find_or_save(self, filename: Any, store_dir: Path) -> Any:
         """Sacred's copy of a source file, without a truncated copy left when it fails."""

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -108,6 +109,9 @@ MAX_WIDTH = 4096
 MAX_DEPTH = 8
 MAX_COUNT = 64
 MAX_SPACE_SIZE = 1 << 16
+#: Most parameters a stored policy may have (128 MiB of float32; the largest policies the
+#: harness trains, SAC's 256-256 networks on Humanoid, have a few hundred thousand).
+MAX_POLICY_PARAMS = 1 << 25
 _SPACE_TYPES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
 _SPACE_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
 
@@ -436,7 +440,7 @@ def read_npy(path: Path, size: int | None = None) -> np.ndarray:
     """
     fmt = np.lib.format
     try:
-        with path.open("rb") as stream:
+        with rundir.open_regular(path) as stream:  # no FIFO, no link to a device
             version = fmt.read_magic(stream)
             if version == (1, 0):
                 shape, _fortran, dtype = fmt.read_array_header_1_0(stream)
@@ -449,7 +453,7 @@ def read_npy(path: Path, size: int | None = None) -> np.ndarray:
             count = math.prod(shape)
             if size is not None and (count != size or len(shape) != 1):
                 raise ValueError(f"shape {shape} is not ({size},) as the policy's spec says")
-            available = path.stat().st_size - stream.tell()
+            available = os.fstat(stream.fileno()).st_size - stream.tell()
             if count * dtype.itemsize > available:
                 raise ValueError(
                     f"truncated: shape {shape} needs {count * dtype.itemsize} bytes, "
@@ -457,7 +461,7 @@ def read_npy(path: Path, size: int | None = None) -> np.ndarray:
                 )
             stream.seek(0)
             array = fmt.read_array(stream, allow_pickle=False)
-    except FileNotFoundError:
+    except (FileNotFoundError, rundir.MissingRunFile):
         raise PolicyLoadError(f"{path} is missing") from None
     except (OSError, ValueError, TypeError, EOFError) as error:
         raise PolicyLoadError(f"{path} cannot be read: {error}".splitlines()[0]) from None
@@ -479,7 +483,8 @@ def _es_policy(folder: Path) -> tuple[Act, Reset]:
     try:
         spec = PolicySpec.from_dict(read_json(folder / rundir.POLICY_SPEC))
     except (TypeError, ValueError) as error:
-        raise PolicyLoadError(f"{folder / rundir.POLICY_SPEC}: {error}") from None
+        raise PolicyLoadError(f"{folder / rundir.POLICY_SPEC}: {error}"[:300]) from None
+    _check_param_count(folder, spec.num_params)
     params = read_npy(folder / rundir.FINAL_PARAMS, spec.num_params)
     if (folder / OBS_NORM).exists():
         stats = read_json(folder / OBS_NORM)
@@ -551,6 +556,54 @@ def _normalizer(folder: Path, spec: Mapping[str, Any], space: Any) -> Callable[[
     return normalize
 
 
+def _check_param_count(folder: Path, count: int) -> None:
+    """Refuse a spec of more than :data:`MAX_POLICY_PARAMS` parameters before any is read."""
+    if count > MAX_POLICY_PARAMS:
+        raise PolicyLoadError(
+            f"{folder / rundir.POLICY_SPEC}: {count:,} parameters, over the "
+            f"{MAX_POLICY_PARAMS:,} a stored policy may have"
+        )
+
+
+def _flat_size(space: Any) -> int:
+    """How many inputs (observation) or outputs (action) a space gives a network, at most."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, spaces.MultiDiscrete):
+        return sum(int(n) for n in np.asarray(space.nvec).ravel())  # one-hot per dimension
+    return math.prod(space.shape)
+
+
+def _param_bound(name: str, kwargs: Mapping[str, Any], observation: Any, action: Any) -> int:
+    """An upper bound on the parameters of any SB3 policy built from ``kwargs`` on these
+    spaces (PPO, A2C, SAC, TD3, TQC, RecurrentPPO): every network an MLP as wide as the
+    widest layer asked for (or SB3's widest default, 400), as deep as the deepest, on the
+    largest input, with the largest output (TQC's quantiles included), for the actor, the
+    critics and their target copies; plus the LSTMs of a recurrent policy. Computed from the
+    checked arguments, so a planted spec cannot make the reader allocate its network first.
+    """
+    arch = kwargs.get("net_arch")
+    lists = list(arch.values()) if isinstance(arch, Mapping) else [arch or []]
+    recurrent = name == "RecurrentActorCriticPolicy"
+    hidden = int(kwargs.get("lstm_hidden_size") or 256) if recurrent else 0
+    widths = [w for sizes in lists for w in sizes]
+    width = max([hidden, *widths] if widths and arch is not None else [400, hidden])
+    depth = max([2, *(len(sizes) for sizes in lists)])
+    inputs = max(_flat_size(observation), hidden)
+    quantiles = int(kwargs.get("n_quantiles") or 25) if name == "TQCPolicy" else 1
+    outputs = _flat_size(action) * quantiles + 1
+    # actor and critic; or actor (and its target) with the critics and their targets
+    critics = int(kwargs.get("n_critics") or 2)
+    networks = 2 if name.endswith("ActorCriticPolicy") else 2 + 2 * critics
+    mlp = (inputs + 1) * width + depth * (width + 1) * width + (width + 1) * outputs
+    mlp += width * _flat_size(action)  # gSDE's exploration matrix, log-stds
+    layers = int(kwargs.get("n_lstm_layers") or 1)
+    lstm = 2 * layers * 4 * hidden * (inputs + hidden + 2) if recurrent else 0
+    return networks * mlp + lstm
+
+
 def _build_sb3_policy(folder: Path, spec: Mapping[str, Any], params: np.ndarray) -> Any:
     """The SB3 policy the spec describes, from the closed lists, holding ``params``."""
     import importlib
@@ -575,6 +628,12 @@ def _build_sb3_policy(folder: Path, spec: Mapping[str, Any], params: np.ndarray)
         action_space = _space(spaces.get("action"))
         if "ortho_init" in kwargs:
             kwargs["ortho_init"] = False  # initial values only: the parameters are loaded next
+        most = _param_bound(str(name), kwargs, observation_space, action_space)
+        if most > MAX_POLICY_PARAMS:  # refused before a network of that size is allocated
+            raise ValueError(
+                f"the policy it describes may hold up to {most:,} parameters, over the "
+                f"{MAX_POLICY_PARAMS:,} a stored policy may have"
+            )
         policy = policy_class(observation_space, action_space, lambda _: 0.0, **kwargs)
     except (TypeError, ValueError, KeyError, AssertionError, RuntimeError) as error:
         message = f"{folder / rundir.POLICY_SPEC}: cannot build {name}: {error}"
@@ -616,6 +675,7 @@ def _sb3_policy(folder: Path, spec: dict[str, Any], legacy: Legacy | None) -> tu
     num_params = spec.get("num_params")
     if isinstance(num_params, bool) or not isinstance(num_params, int) or num_params < 1:
         raise PolicyLoadError(f"{folder / rundir.POLICY_SPEC}: num_params is {num_params!r}")
+    _check_param_count(folder, num_params)
     params = read_npy(folder / rundir.FINAL_PARAMS, num_params)
     policy = _build_sb3_policy(folder, spec, params)
     normalizer = _normalizer(folder, spec, policy.observation_space)

@@ -3,10 +3,12 @@
 Importing the command line and building its parser take about a second (the
 algorithm registry, every sub-command's module), and until a command latches stop
 signals (:mod:`harness.signals`) a Ctrl-C raised KeyboardInterrupt wherever the import
-happened to be, printing a traceback. :mod:`harness.cli` imports this module before
-anything else, and when this process *is* the ``harness`` command (``python -m
-harness.cli`` or the console script) a SIGINT then prints ``harness: interrupted`` and
-exits 130: nothing has been written yet, so there is nothing to save.
+happened to be, printing a traceback. The ``harness`` package imports this module as
+its first act (and :mod:`harness.cli` before anything else), and when this process
+*is* the ``harness`` command (``python -m harness.cli`` or the console script) a SIGINT
+then prints ``harness: interrupted`` and exits 130: nothing has been written yet, so
+there is nothing to save. Only the interpreter's own start (before the first line of
+the ``harness`` package runs, some tens of milliseconds) is out of its reach.
 :func:`harness.cli.main` puts Python's own handler back (:func:`restore`) as its first
 act; from there its ``except KeyboardInterrupt`` and each command's latch take over.
 
@@ -17,6 +19,7 @@ imports :mod:`harness.cli` as a library keeps its own handling.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -35,11 +38,20 @@ def _quiet(signum: int, frame: FrameType | None) -> None:
 
 
 def started_as_command() -> bool:
-    """Whether this process runs the ``harness`` command (not a library import of it)."""
+    """Whether this process runs the ``harness`` command (not a library import of it).
+
+    Asked first while ``python -m harness.cli`` imports the ``harness`` package, before
+    ``__main__`` is the command's module: the interpreter's own arguments say it then.
+    """
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if spec is not None and spec.name == "harness.cli":  # python -m harness.cli
         return True
+    arguments = list(getattr(sys, "orig_argv", []))[1:]
+    if "-mharness.cli" in arguments or any(
+        first == "-m" and second == "harness.cli" for first, second in itertools.pairwise(arguments)
+    ):
+        return True  # python -m harness.cli, while it imports the package
     return os.path.basename(getattr(main, "__file__", None) or "") == "harness"
 
 

@@ -1,7 +1,8 @@
 """Run records: read Sacred FileStorage run directories into tidy pandas frames.
 
 It builds on :mod:`harness.rundir` (the run-directory format, the leaf layer)
-and imports nothing else of the harness. Reports see stored runs through it.
+and :mod:`harness.record_check` (the fields a reader relies on). Reports see stored
+runs through it.
 
 A run directory ``RUNS_DIR/<id>/`` holds ``config.json``, ``run.json``
 (status ``RUNNING``, ``COMPLETED``, ``FAILED`` or ``INTERRUPTED``, host info,
@@ -308,10 +309,13 @@ def _labels(dirs: list[Path]) -> list[str]:
 def load_runs(paths: Iterable[str | Path]) -> RunTable:
     """Read every run under ``paths`` (runs directories or run directories).
 
-    Damaged directories are skipped with a :class:`RunDirWarning`. Raises
-    :class:`UnreadableRun` when a path is not a directory.
+    Damaged directories, and runs with a field a reader cannot use
+    (:func:`harness.record_check.check_record`), are skipped with a :class:`RunDirWarning`.
+    Raises :class:`UnreadableRun` when a path is not a directory.
     """
     import pandas as pd
+
+    from harness.record_check import check_record
 
     dirs = find_run_dirs(paths)
     labels = _labels(dirs)
@@ -322,6 +326,7 @@ def load_runs(paths: Iterable[str | Path]) -> RunTable:
     for label, path in zip(labels, dirs, strict=True):
         try:
             record = read_run(path)
+            check_record(record)
         except UnreadableRun as error:
             warnings.warn(f"skipping run directory {path}: {error}", RunDirWarning, stacklevel=2)
             skipped.append(f"{path}: {error}")
@@ -379,12 +384,58 @@ class PopulationLog:
         return self.fitness[rows[0]] if len(rows) else None
 
 
+#: Most bytes a run's ``population.npz`` may unpack to (a centre of the 6,536-parameter Ant
+#: MLP per generation for 10,000 generations is 261 MB).
+POPULATION_MAX_BYTES = 512 * 2**20
+
+
+def _check_population_sizes(path: Path) -> None:
+    """Refuse (ValueError) a population log that is not a regular file, or whose members
+    would unpack past :data:`POPULATION_MAX_BYTES` or hold fewer bytes than their array
+    headers promise: numpy allocates an array from its header before reading its data, and
+    a few KB of deflated zeros unpack to gigabytes."""
+    import zipfile
+
+    fmt = np.lib.format
+    try:
+        stream = rundir.open_regular(path)
+    except rundir.UnreadableRun as error:
+        raise ValueError(str(error)) from None
+    try:
+        archive = zipfile.ZipFile(stream)
+    except zipfile.BadZipFile as error:
+        stream.close()
+        raise ValueError(f"not a numpy .npz file ({error})") from None
+    with stream, archive:
+        members = archive.infolist()
+        total = sum(member.file_size for member in members)
+        if total > POPULATION_MAX_BYTES:
+            raise ValueError(
+                f"it unpacks to {rundir.format_size(total)}, over the "
+                f"{rundir.format_size(POPULATION_MAX_BYTES)} limit"
+            )
+        for member in members:
+            with archive.open(member) as data:
+                version = fmt.read_magic(data)
+                if version == (1, 0):
+                    shape, _, dtype = fmt.read_array_header_1_0(data)
+                else:
+                    shape, _, dtype = fmt.read_array_header_2_0(data)
+                needed = math.prod(shape) * dtype.itemsize
+                if needed > member.file_size:
+                    raise ValueError(
+                        f"member {member.filename!r} promises {needed:,} bytes, holds "
+                        f"{member.file_size:,}"
+                    )
+
+
 def read_population(run_dir: str | Path) -> PopulationLog | None:
     """The run's population log, or None when it has none; a damaged one warns."""
     path = Path(run_dir) / POPULATION_ARTIFACT
     if not path.is_file():
         return None
     try:
+        _check_population_sizes(path)
         with np.load(path, allow_pickle=False) as data:
             fmt = str(data["format"]) if "format" in data else ""
             if fmt != POPULATION_FORMAT:

@@ -79,6 +79,15 @@ class LoadedPolicy:
         """Clear recurrent state before a new episode (a no-op for feed-forward policies)."""
         self.reset_state()
 
+    def __repr__(self) -> str:
+        """One line: the run and which of its policies (``config`` holds the rest)."""
+        step = f", step={self.step}" if self.source == "checkpoint" else ""
+        return (
+            f"LoadedPolicy(run_dir={str(self.run_dir)!r}, algo={self.config.get('algo')!r}, "
+            f"env={self.config.get('env')!r}, source={self.source!r}{step}, "
+            f"status={self.status!r})"
+        )
+
     @property
     def algo(self) -> str:
         return str(self.config["algo"])
@@ -167,6 +176,47 @@ def _import_run_modules(folder: Path, config: Any, imports: Sequence[str]) -> No
         raise PolicyLoadError(env_refusal(env, error)) from None
 
 
+#: The largest sizes a run's config may give what replays it: ``eval_episodes`` sizes the
+#: list of episode seeds (``harness enjoy``, the report's frames) and ``max_episode_steps``
+#: how long an episode's actions and observations grow. A config is only data: a planted
+#: ``eval_episodes: 300000000`` must be a refusal, not a 2.4 GB array.
+MAX_EVAL_EPISODES = 100_000
+MAX_EPISODE_STEPS = 1_000_000
+
+
+def _check_sizes(folder: Path, config: dict[str, Any]) -> None:
+    """Refuse (one line) a config whose sizes are not integers within the maxima above."""
+    from harness.schema import SEED_MAX
+
+    for key, least, most, nullable in (
+        ("eval_episodes", 1, MAX_EVAL_EPISODES, False),
+        ("seed", 0, SEED_MAX, False),
+        ("max_episode_steps", 1, MAX_EPISODE_STEPS, True),
+    ):
+        value = config.get(key)
+        if key not in config or (value is None and nullable):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+            raise PolicyLoadError(
+                f"run {folder}: {rundir.CONFIG} has {key} {value!r}"[:200]
+                + f", not an integer from {least:,} to {most:,}"
+            )
+
+
+def _check_record(folder: Path, config: Any) -> None:
+    """Refuse (one line) a run whose config, ``run.json`` or metrics hold a field a replay
+    cannot use (``max_episode_steps: "x"``, a seed that is text): see
+    :mod:`harness.record_check`."""
+    from harness.record_check import check_config, check_metrics, check_run_entry
+
+    try:
+        check_config(config)
+        check_run_entry(rundir.read_json(folder / rundir.RUN))
+        check_metrics(rundir.read_metrics(folder))
+    except rundir.UnreadableRun as error:
+        raise PolicyLoadError(f"run {folder} cannot be replayed: {error}") from None
+
+
 def env_refusal(env: str, error: Exception) -> str:
     """One line for an env that cannot be made: which env, and the ``--import`` to pass."""
     reason = str(error).split("; an env of your own")[0]
@@ -204,7 +254,9 @@ def load_policy(
     from harness.policy_io import read_json
 
     config = read_json(folder / rundir.CONFIG)
+    _check_record(folder, config)
     _import_run_modules(folder, config, list(imports))
+    _check_sizes(folder, config)
     status = rundir.read_status(folder)
     final = has_policy(folder)
     use_final = source == "final" or (source == "auto" and final and status == "COMPLETED")
@@ -265,7 +317,8 @@ def last_evaluation(policy: LoadedPolicy) -> LastEvaluation | None:
     seeds = eval_seeds(int(policy.config["seed"]), index, episodes)
     last_step = int(steps[-1])
     of_this = policy.step is None or last_step == policy.step
-    return LastEvaluation(index, seeds, float(values[-1]), last_step, of_this)
+    mean = float("nan") if values[-1] is None else float(values[-1])  # null: not recorded
+    return LastEvaluation(index, seeds, mean, last_step, of_this)
 
 
 @dataclass

@@ -206,7 +206,7 @@ def _cli(
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HARNESS_PROGRESS": "0", **(env_extra or {})}
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
+        [sys.executable, "-P", "-m", "harness.cli", *args],
         capture_output=True,
         text=True,
         env=env,

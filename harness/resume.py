@@ -20,6 +20,16 @@ Which checkpoints are read: those signed with this user's checkpoint key
 another user's) is refused before it is decoded. Unsigned checkpoints of
 earlier versions need ``--trust-legacy-checkpoint`` once.
 
+Which settings are acted on: only signed ones, or those typed here. ``config.json`` is a
+record anyone who can write the runs directory can edit, so the settings that may change
+between a run and its resume (the budget, ``workers``, ``ray_address``) are taken from it
+only when it is byte for byte the config this user's harness signed (``config.sig``);
+otherwise a value that differs from the signed checkpoint's is refused in one line, and
+the flag that chooses it is named. A worker count typed here has the limits of ``harness
+run --workers`` (``--oversubscribe``). A run directory holding a symbolic link (a
+``cout.txt`` or ``.run.lock`` pointing elsewhere) or another special file is refused
+before anything is written, and no write of the run follows a link.
+
 Which modules are imported: a run made with ``--import MODULE`` records it, and the
 record alone is not enough (:mod:`harness.user_modules`). Its modules are imported when
 its checkpoint is signed with this user's key and records them (the run is the user's
@@ -41,7 +51,10 @@ for a run whose population is ``population_per_worker`` x workers.
 A run killed before its first checkpoint (SIGKILL in its first seconds, while it
 started its workers) is RUNNING or INTERRUPTED with nothing to continue from: it is
 restarted from scratch in the same record, with its stored config, and says so in one
-line. Its metrics, if any, are dropped; its ``resumed`` entry has ``from_scratch``.
+line, when that config is signed with this user's key (every run of this version signs
+its ``config.json`` before writing it); a config that is not (edited, planted, of an
+earlier version) is refused: start such a run again with ``harness run``. Its metrics,
+if any, are dropped; its ``resumed`` entry has ``from_scratch``.
 
 What is reproduced: for the ES family (optimes, cma, nevergrad-es, ng:NAME),
 every metric except timings is identical to an uninterrupted run, whatever the step
@@ -72,10 +85,20 @@ from harness.budget import LIMITS, Budget
 from harness.checkpoint import (
     CHECKPOINT_NAME,
     CheckpointError,
+    config_signed_by_user,
     ensure_checkpoint_key,
+    key_path,
     load_checkpoint,
 )
-from harness.commands import UsageError, add_import_flag, check_ray_address, print_outcome
+from harness.commands import (
+    OVERSUBSCRIBE_FACTOR,
+    UsageError,
+    add_import_flag,
+    check_ray_address,
+    check_run_resources,
+    print_outcome,
+    terminal_text,
+)
 from harness.config import BUDGET_KEYS, ConfigError, build_run_config
 from harness.signals import latch_stop_signals
 from harness.user_modules import UntrustedImportError, load_run_modules
@@ -85,10 +108,13 @@ STALE_HEARTBEAT_S = 120.0
 #: Statuses of a run without a checkpoint that resume restarts from scratch (a run killed,
 #: or stopped by a signal the latch could not act on, before its step-0 checkpoint).
 FROM_SCRATCH = ("RUNNING", "INTERRUPTED")
-#: Keys that may differ between the stored config and the checkpoint's.
+#: Keys that may differ between the checkpoint's config and the one in force: typed here,
+#: or recorded in a config.json signed with this user's key (a resume killed before its
+#: next checkpoint), never from an unsigned one.
 MUTABLE_KEYS = (*BUDGET_KEYS, "ray_address")
 #: May differ too, unless the population is ``population_per_worker`` x workers.
 WORKERS = "workers"
+RAY_ADDRESS = "ray_address"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,13 +137,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     schema.add_flags(
         parser,
-        (WORKERS,),
+        (WORKERS, RAY_ADDRESS),
         helps={
-            WORKERS: "workers from here on (default: the stored count); results do not "
-            "depend on it, so a long run can move to a machine with more cores"
+            WORKERS: "workers from here on (default: the signed count); results do not "
+            "depend on it, so a long run can move to a machine with more cores",
+            RAY_ADDRESS: "Ray cluster to connect to from here on, for a run with --backend "
+            "ray (default: the signed address)",
         },
         titles={"identity": "execution"},
         show_defaults=False,
+    )
+    parser.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help="allow --workers above this machine's CPUs times "
+        f"{OVERSUBSCRIBE_FACTOR}, as for `harness run`",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_import_flag(
@@ -182,6 +216,10 @@ def _resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> dict[st
             )
         config[WORKERS] = workers
         sources[WORKERS] = "command line"
+    address = schema.given_by_flags(args, (RAY_ADDRESS,))[RAY_ADDRESS]
+    if address is not None:
+        config[RAY_ADDRESS] = address
+        sources[RAY_ADDRESS] = "command line"
     try:
         return build_run_config(config, source=sources, refuse="never").config
     except ConfigError as error:
@@ -202,25 +240,88 @@ def _with_current_defaults(saved: dict[str, Any]) -> dict[str, Any]:
         return saved
 
 
-def _check_matches_checkpoint(config: dict[str, Any], saved: dict[str, Any], path: Path) -> None:
+def _typed(args: argparse.Namespace) -> set[str]:
+    """The mutable keys the user typed here (a budget flag replaces the whole budget)."""
+    given = schema.given_by_flags(args, (WORKERS, RAY_ADDRESS))
+    typed = {key for key, value in given.items() if value is not None}
+    if any(value is not None for value in schema.given_by_flags(args, LIMITS).values()):
+        typed.update(BUDGET_KEYS)
+    return typed
+
+
+def _flag(key: str) -> str:
+    return schema.BY_NAME[key].flags[0] if key in schema.BY_NAME else f"--{key}"
+
+
+def _check_matches_checkpoint(
+    config: dict[str, Any], saved: dict[str, Any], path: Path, chosen: set[str] | None = None
+) -> None:
+    """Refuse a config in force that differs from the checkpoint's (signed) config.
+
+    Keys of :data:`MUTABLE_KEYS` (and workers) may differ when ``chosen``: typed here, or
+    every key when config.json is signed with this user's key (None)."""
     saved = _with_current_defaults(saved)
     mutable = set(MUTABLE_KEYS)
     if config.get("population_per_worker") is None:
         mutable.add(WORKERS)
     for key in sorted(set(config) | set(saved)):
-        if key in mutable:
+        if config.get(key) == saved.get(key):
             continue
-        if config.get(key) != saved.get(key):
+        if key in mutable and (chosen is None or key in chosen):
+            continue
+        if key in mutable:
+            flags = (
+                "--timesteps, --generations, --time-limit or --cpu-limit"
+                if key in BUDGET_KEYS
+                else _flag(key)
+            )
             raise UsageError(
                 f"config.json differs from {path} at {key!r} "
-                f"({config.get(key)!r} vs {saved.get(key)!r}); was the record edited?"
+                f"({config.get(key)!r} vs {saved.get(key)!r}) and is not signed with this "
+                f"user's key: resume takes {key} from the signed checkpoint or the command "
+                f"line; pass {flags} to choose"
             )
+        raise UsageError(
+            f"config.json differs from {path} at {key!r} "
+            f"({config.get(key)!r} vs {saved.get(key)!r}); was the record edited?"
+        )
+
+
+def _refuse_links(run_dir: Path) -> None:
+    """Refuse a run directory holding a symbolic link or a special file, before anything
+    is written: a ``cout.txt`` or ``.run.lock`` planted as a link would make the resume
+    append to, or truncate, the file it names."""
+    try:
+        entries = sorted(os.scandir(run_dir), key=lambda e: e.name)
+    except OSError as error:
+        raise UsageError(f"cannot list run directory {run_dir}: {error.strerror}") from None
+    for entry in entries:
+        if entry.is_symlink():
+            what = "a symbolic link"
+        elif entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False):
+            continue
+        else:
+            what = "not a regular file"  # a FIFO, a socket, a device
+        raise UsageError(
+            f"run {run_dir.name}: {entry.name!r} is {what}; resume writes only regular files "
+            "of the run directory, so it refuses this one (nothing was written)"
+        )
+
+
+def _check_resources(config: dict[str, Any], args: argparse.Namespace) -> None:
+    """The checks ``harness run`` makes of its workers, for a count typed here; a signed
+    count was the user's own choice when the run started."""
+    typed = schema.given_by_flags(args, (WORKERS,))[WORKERS] is not None
+    check_run_resources(
+        config, allow_oversubscribe=bool(getattr(args, "oversubscribe", False)) or not typed
+    )
 
 
 def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Check everything before anything is written; return what to run."""
     if not run_dir.is_dir():
         raise UsageError(f"run directory {str(run_dir)!r} does not exist")
+    _refuse_links(run_dir)
     entry = _read_json(run_dir / rundir.RUN)
     missing_config = not (run_dir / rundir.CONFIG).exists()
     if missing_config and isinstance(entry, dict) and entry.get("status") in FROM_SCRATCH:
@@ -234,13 +335,22 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     if not isinstance(entry, dict) or not isinstance(stored, dict):
         raise UsageError(f"{run_dir} is not a run directory of this harness")
     name = run_dir.name
+    from_scratch = not (run_dir / CHECKPOINT_NAME).exists() and entry.get("status") in FROM_SCRATCH
+    signed_config = config_signed_by_user(run_dir)
+    if from_scratch and not signed_config:
+        raise UsageError(
+            f"run {name} ({entry.get('status')}) stopped before its first checkpoint and its "
+            f"{rundir.CONFIG} is not signed with this user's checkpoint key ({key_path()}): "
+            "resume acts only on signed state, so nothing was run; start it again with "
+            "`harness run` and the settings you want"
+        )
     try:
         # before the checkpoint is decoded or the config rebuilt: nothing is imported unless
         # the user named it or the run is the user's own (harness.user_modules)
         load_run_modules(run_dir, stored, getattr(args, "imports", None) or [])
     except (UntrustedImportError, ConfigError) as error:
         raise UsageError(str(error)) from None
-    if not (run_dir / CHECKPOINT_NAME).exists() and entry.get("status") in FROM_SCRATCH:
+    if from_scratch:
         return _plan_from_scratch(run_dir, entry, stored, args)
     try:
         state = load_checkpoint(
@@ -260,7 +370,10 @@ def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"checkpoint {run_dir / CHECKPOINT_NAME} is damaged: {error}") from None
 
     config = _resumed_config(stored, args)
-    _check_matches_checkpoint(config, saved_config, run_dir / CHECKPOINT_NAME)
+    _check_matches_checkpoint(
+        config, saved_config, run_dir / CHECKPOINT_NAME, None if signed_config else _typed(args)
+    )
+    _check_resources(config, args)
     status = entry.get("status")
     extended = any(getattr(args, key) is not None for key in LIMITS)
     finished = progress.stop_reason is not None
@@ -346,7 +459,8 @@ def _plan_from_scratch(
     record and a command that cannot finish it. Nothing was trained yet, so running
     the stored config from scratch in the same record loses nothing.
     """
-    config = _resumed_config(stored, args)
+    config = _resumed_config(stored, args)  # stored: signed with this user's key
+    _check_resources(config, args)
     _refuse_live_elsewhere(entry, run_dir.name, args)
     if config["backend"] == "ray":
         check_ray_address(config.get("ray_address"))
@@ -370,7 +484,12 @@ def run(args: argparse.Namespace) -> int:
 
     from harness.experiment import ResumeObserver, run_failure_message, start_run
 
-    lock = rundir.lock_run_dir(run_dir)
+    try:
+        lock = rundir.lock_run_dir(run_dir)
+    except OSError as error:  # a link planted since plan_resume looked (O_NOFOLLOW: ELOOP)
+        raise UsageError(
+            f"cannot take the lock of run {run_dir.name}: {rundir.LOCK}: {error.strerror}"
+        ) from None
     if lock is None:
         raise UsageError(f"run {run_dir.name} is still running ({rundir.lock_holder(run_dir)})")
     if args.no_progress:
@@ -399,12 +518,15 @@ def run(args: argparse.Namespace) -> int:
         message = run_failure_message(error)
         if message is None:
             raise
-        print(f"harness: {message}", file=sys.stderr)
+        print(f"harness: {terminal_text(message)}", file=sys.stderr)
         return 1
     finally:
         observer._release()
     print_outcome(sacred_run, run_dir)
     if observer.final_write_failure is not None:
-        print(f"harness: run {run_dir.name}: {observer.final_write_failure}", file=sys.stderr)
+        print(
+            f"harness: run {run_dir.name}: {terminal_text(observer.final_write_failure)}",
+            file=sys.stderr,
+        )
         return 1
     return 0

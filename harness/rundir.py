@@ -10,6 +10,8 @@ A run is a Sacred ``FileStorageObserver`` directory ``RUNS_DIR/<id>/``:
 
 ``config.json`` (:data:`CONFIG`)
     the completed run config: every knob that shaped the run.
+``config.sig`` (:data:`CONFIG_SIGNATURE`)
+    ``config.json``'s HMAC with the user's checkpoint key, written before it.
 ``run.json`` (:data:`RUN`)
     status (:data:`STATUSES`), start/stop time, ``heartbeat``, host info,
     ``head`` (the process writing the run: pid, hostname), ``result``,
@@ -57,6 +59,7 @@ __all__ = [
     "CHECKPOINT",
     "CHECKPOINT_TEMP_PREFIX",
     "CONFIG",
+    "CONFIG_SIGNATURE",
     "COUT",
     "FINAL_PARAMS",
     "LOCK",
@@ -74,6 +77,7 @@ __all__ = [
     "RunRecord",
     "UnreadableRun",
     "append_cout",
+    "append_no_follow",
     "archive_limits",
     "atomic_write",
     "find_run_dirs",
@@ -81,11 +85,14 @@ __all__ = [
     "heartbeat_age_s",
     "is_run_dir",
     "json_max_bytes",
+    "json_max_values",
+    "json_values",
     "limits_help",
     "lock_holder",
     "lock_run_dir",
     "merge_metrics",
     "metrics_look_complete",
+    "open_regular",
     "overwrite_json_in_place",
     "read_header",
     "read_json",
@@ -110,6 +117,9 @@ CHECKPOINT = "checkpoint.pkl"
 #: Temporaries of a checkpoint being written (a killed writer may leave one behind).
 CHECKPOINT_TEMP_PREFIX = ".checkpoint-"
 LOCK = ".run.lock"
+#: HMAC of ``config.json`` with the user's checkpoint key (:mod:`harness.checkpoint`): a
+#: run killed before its first checkpoint is restarted only from a config it signed.
+CONFIG_SIGNATURE = "config.sig"
 FINAL_PARAMS = "final_params.npy"
 POLICY_SPEC = "policy_spec.json"
 SUMMARY = "summary.json"
@@ -203,7 +213,7 @@ def overwrite_json_in_place(path: Path, data: Any) -> None:
     mid-write leaves a damaged file, which readers treat as such.
     """
     text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    with open(path, "r+b") as stream:
+    with os.fdopen(os.open(path, os.O_RDWR | os.O_NOFOLLOW), "r+b") as stream:
         stream.write(text)
         stream.truncate(len(text))
         stream.flush()
@@ -211,9 +221,23 @@ def overwrite_json_in_place(path: Path, data: Any) -> None:
 
 
 def append_cout(run_dir: Path, text: str) -> None:
-    """Append a line of the harness's own to the run's captured output."""
-    with open(run_dir / COUT, "a", encoding="utf-8") as cout:
-        cout.write(text)
+    """Append a line of the harness's own to the run's captured output.
+
+    Never through a link: a ``cout.txt`` that is one (planted in a run directory someone
+    else wrote) is an ``OSError`` (ELOOP), not a write to the file it names.
+    """
+    append_no_follow(run_dir / COUT, text.encode("utf-8"))
+
+
+#: Flags of every write to an existing file of a run directory: never through a link.
+_WRITE_NO_FOLLOW = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+
+
+def append_no_follow(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` (created 0666 less the umask), refusing a link (ELOOP)."""
+    fd = os.open(path, _WRITE_NO_FOLLOW, 0o666)
+    with os.fdopen(fd, "ab") as stream:
+        stream.write(data)
 
 
 # -- the liveness lock --------------------------------------------------------------------
@@ -225,7 +249,8 @@ def lock_run_dir(run_dir: Path) -> int | None:
     The kernel drops an ``flock`` when its holder dies, SIGKILL included, so a
     run whose lock can be taken is not running anywhere on this machine.
     """
-    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    # O_NOFOLLOW: a planted link must not make the lock truncate the file it names
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -275,6 +300,28 @@ def head_info() -> dict[str, Any]:
 # -- status ---------------------------------------------------------------------------------
 
 
+def open_regular(path: Path) -> io.BufferedReader:
+    """``path`` opened for binary reading when it is a regular file (a link to one is
+    followed); :class:`MissingRunFile` or :class:`UnreadableRun` (one line naming it)
+    otherwise. A FIFO is refused rather than waited on, a device (a link to ``/dev/zero``)
+    rather than read until memory runs out: a run directory may come from someone else."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise MissingRunFile(f"{path.name} is missing") from None
+    except OSError as error:
+        raise UnreadableRun(f"cannot read {path.name}: {error.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnreadableRun(f"{path.name} is not a regular file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def read_json_bytes(path: Path) -> bytes:
     """The bytes of a JSON file of a run, read within :func:`json_max_bytes`.
 
@@ -284,7 +331,7 @@ def read_json_bytes(path: Path) -> bytes:
     reading command's memory, or hang it, before any check could say no. Raises
     :class:`MissingRunFile` or :class:`UnreadableRun`, one line naming the file.
     """
-    limit = json_max_bytes()
+    limit = json_max_bytes(path.name)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -304,11 +351,40 @@ def read_json_bytes(path: Path) -> bytes:
         raise UnreadableRun(f"cannot read {path.name}: {error.strerror}") from None
     if len(data) > limit:
         raise UnreadableRun(_json_too_big(path, len(data), limit))
+    _check_json_values(path, data)
     return data
 
 
+#: What one value of a parsed JSON file may cost in memory, about (a float 32 bytes, a short
+#: string 60, an empty object 72: measured): the bound on values is a bound on memory.
+JSON_VALUE_BYTES = 64
+#: A list or an object counts as this many values (with its first entry, up to ~200 bytes).
+JSON_CONTAINER_VALUES = 2
+
+
+def json_values(data: bytes) -> int:
+    """An upper bound on the values parsing ``data`` makes, counted without parsing it: one
+    per comma, per object key (``":``) and per bracket that opens a list or object (times
+    :data:`JSON_CONTAINER_VALUES`). Characters inside strings count too: it never counts
+    less than the parser makes."""
+    containers = data.count(b"[") + data.count(b"{")
+    return data.count(b",") + data.count(b'":') + 1 + JSON_CONTAINER_VALUES * containers
+
+
+def _check_json_values(path: Path, data: bytes) -> None:
+    """Refuse a file whose parse would make more values than :func:`json_max_values`: a
+    4 MB ``[{},{},...]`` parses to a million dicts (72 MB), so bytes alone bound nothing."""
+    limit = json_max_values()
+    values = json_values(data)
+    if values > limit:
+        raise UnreadableRun(
+            f"{path.name} holds about {values:,} values, over the {limit:,} limit for a run "
+            f"file (set {JSON_MAX_VALUES_ENV} to read it)"
+        )
+
+
 def read_json(path: Path) -> Any:
-    """A JSON file of a run, read within the size limit (:func:`read_json_bytes`);
+    """A JSON file of a run, read within the size and value limits (:func:`read_json_bytes`);
     :class:`UnreadableRun` (one line naming the file) otherwise."""
     data = read_json_bytes(path)
     try:
@@ -318,6 +394,7 @@ def read_json(path: Path) -> Any:
             f"{path.name} is corrupt (byte {data[error.start]:#04x} at offset "
             f"{error.start} is not UTF-8)"
         ) from None
+    del data  # the text alone while the parser builds: a large file is held twice, not thrice
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -326,9 +403,19 @@ def read_json(path: Path) -> Any:
         ) from None
     except RecursionError:  # [[[[...]]]] nested deeper than the parser's stack
         raise UnreadableRun(f"{path.name} is corrupt (nested too deeply)") from None
+    except MemoryError:
+        raise UnreadableRun(
+            f"{path.name} does not fit in memory once parsed (set {JSON_MAX_BYTES_ENV} or "
+            f"{JSON_MAX_VALUES_ENV} lower to refuse it sooner)"
+        ) from None
 
 
 def _json_too_big(path: Path, size: int, limit: int) -> str:
+    if path.name != METRICS and limit == JSON_RECORD_MAX_BYTES:
+        return (
+            f"{path.name} is {format_size(size)}, over the {format_size(limit)} limit for a "
+            f"run file other than {METRICS}"
+        )
     return (
         f"{path.name} is {format_size(size)}, over the {format_size(limit)} limit for a run "
         f"file (set {JSON_MAX_BYTES_ENV} to read it)"
@@ -643,6 +730,13 @@ def write_run_archive(runs: Sequence[Path], out: Path, also: Sequence[str] = ())
 #: Largest file read from a run directory (config, run, metrics, summary JSON).
 JSON_MAX_BYTES = 128 * 2**20
 JSON_MAX_BYTES_ENV = "HARNESS_JSON_MAX_BYTES"
+#: Largest JSON file of a run other than ``metrics.json`` (config, run, summary, policy spec:
+#: a few KB in real runs; a large Box space's bounds a few MB).
+JSON_RECORD_MAX_BYTES = 16 * 2**20
+#: Most values one JSON file may parse to (:func:`json_values`): about 256 MiB of Python
+#: objects at worst. The largest committed ``metrics.json`` (37 MB) holds 1.6 million.
+JSON_MAX_VALUES = 4_000_000
+JSON_MAX_VALUES_ENV = "HARNESS_JSON_MAX_VALUES"
 #: Largest unpacked size of one member of a run archive.
 ARCHIVE_MAX_MEMBER_BYTES = 128 * 2**20
 ARCHIVE_MAX_MEMBER_BYTES_ENV = "HARNESS_ARCHIVE_MAX_MEMBER_BYTES"
@@ -684,9 +778,17 @@ def _limit_from_env(name: str, default: int) -> int:
     return int(number) * _SIZE_UNITS[unit]
 
 
-def json_max_bytes() -> int:
-    """The size limit of one JSON file of a run (:data:`JSON_MAX_BYTES`, or the environment's)."""
-    return _limit_from_env(JSON_MAX_BYTES_ENV, JSON_MAX_BYTES)
+def json_max_bytes(name: str = METRICS) -> int:
+    """The size limit of JSON file ``name`` of a run: :data:`JSON_MAX_BYTES` (or the
+    environment's) for ``metrics.json``, at most :data:`JSON_RECORD_MAX_BYTES` for the rest."""
+    limit = _limit_from_env(JSON_MAX_BYTES_ENV, JSON_MAX_BYTES)
+    return limit if name == METRICS else min(limit, JSON_RECORD_MAX_BYTES)
+
+
+def json_max_values() -> int:
+    """The most values one JSON file of a run may parse to (:data:`JSON_MAX_VALUES`, or the
+    environment's)."""
+    return _limit_from_env(JSON_MAX_VALUES_ENV, JSON_MAX_VALUES)
 
 
 @dataclass(frozen=True)
@@ -713,9 +815,11 @@ def limits_help() -> str:
         [
             "reading limits (stored runs and archives may come from someone else); set the",
             "variable (bytes, or 512M, 2G) to raise one:",
-            f"  {JSON_MAX_BYTES_ENV}={format_size(JSON_MAX_BYTES)}: one JSON file of a run",
+            f"  {JSON_MAX_BYTES_ENV}={format_size(JSON_MAX_BYTES)}: one JSON file of a run "
+            f"(other than {METRICS}: at most {format_size(JSON_RECORD_MAX_BYTES)})",
+            f"  {JSON_MAX_VALUES_ENV}={JSON_MAX_VALUES}: values one JSON file parses to",
             f"  {ARCHIVE_MAX_TOTAL_BYTES_ENV}={format_size(ARCHIVE_MAX_TOTAL_BYTES)}: "
-            "a run archive, unpacked",
+            "the run archives of one command, unpacked",
             f"  {ARCHIVE_MAX_MEMBER_BYTES_ENV}={format_size(ARCHIVE_MAX_MEMBER_BYTES)}: "
             "one member of a run archive",
             f"  {ARCHIVE_MAX_MEMBERS_ENV}={ARCHIVE_MAX_MEMBERS}: members of a run archive",
@@ -764,46 +868,91 @@ class ArchiveRefused(UnreadableRun):
     limit and the variable that raises it."""
 
 
-def _unpack_bounded(path: Path, staging: Path, limits: ArchiveLimits) -> None:
+#: Largest extended header (a PAX record set, a GNU long name or link) of a run archive.
+#: tarfile reads one whole into memory while it parses the member it belongs to, before any
+#: other check could run; a real one holds a path and a few times (bytes, not kilobytes).
+ARCHIVE_MAX_HEADER_BYTES = 2**20
+#: Most extended headers in a row before a member: each is held while the next is parsed.
+ARCHIVE_MAX_HEADER_CHAIN = 8
+_EXTENDED_HEADERS = (b"x", b"g", b"X", b"L", b"K")
+
+
+def _unpack_bounded(path: Path, staging: Path, limits: ArchiveLimits, already: int = 0) -> int:
     """Unpack run archive ``path`` into ``staging``, member by member, within ``limits``.
 
     Streamed: each member's header is checked (count, declared size, running total) before
     its data is read, and the bytes actually written are counted too, so no member can
-    write more than its header said. tarfile's ``data`` filter judges every member (no
-    absolute paths, nothing outside ``staging``, no devices); only regular files and
-    folders are created (a run archive holds nothing else, so links are skipped).
+    write more than its header said. Extended headers (PAX records, GNU long names) count
+    as members and against the total too, and each is refused past
+    :data:`ARCHIVE_MAX_HEADER_BYTES` before tarfile reads it; sparse members (whose maps
+    tarfile reads unbounded) are refused. ``already``: bytes that archives unpacked earlier
+    by this process took, counted against the same total (the limit is per command).
+    tarfile's ``data`` filter judges every member (no absolute paths, nothing outside
+    ``staging``, no devices); only regular files and folders are created (a run archive
+    holds nothing else, so links are skipped). Returns the bytes this archive took.
     """
     import tarfile
 
     staging.mkdir()
-    members = 0
-    total = 0
+    state = {"members": 0, "total": already, "chain": 0}
 
     def refuse(what: str) -> ArchiveRefused:
         return ArchiveRefused(f"{path}: refused, {what}")
 
+    def count_member(name: str, size: int) -> None:
+        state["members"] += 1
+        if state["members"] > limits.members:
+            raise refuse(
+                f"it holds more than {limits.members:,} members "
+                f"(set {ARCHIVE_MAX_MEMBERS_ENV} to read it)"
+            )
+        if state["total"] + size > limits.total_bytes:
+            before = "it" if not already else "with the archives read before it, it"
+            raise refuse(
+                f"{before} unpacks to more than {format_size(limits.total_bytes)} "
+                f"(at member {name!r}; set {ARCHIVE_MAX_TOTAL_BYTES_ENV} to read it)"
+            )
+
+    class BoundedInfo(tarfile.TarInfo):
+        """tarfile's member header, checked before tarfile reads what the header announces."""
+
+        def _proc_member(self, tar: Any) -> Any:
+            kind = self.type
+            if kind in _EXTENDED_HEADERS:
+                what = f"an extended header (type {kind.decode()!r}) at byte {self.offset}"
+                if self.size > ARCHIVE_MAX_HEADER_BYTES:
+                    raise refuse(
+                        f"{what} is {format_size(self.size)}, over the "
+                        f"{format_size(ARCHIVE_MAX_HEADER_BYTES)} limit for a header"
+                    )
+                state["chain"] += 1
+                if state["chain"] > ARCHIVE_MAX_HEADER_CHAIN:
+                    raise refuse(f"{what} follows {ARCHIVE_MAX_HEADER_CHAIN} others in a row")
+                count_member(what, self.size)
+                state["total"] += self.size
+            elif kind == tarfile.GNUTYPE_SPARSE:
+                raise refuse(f"member {self.name!r} is a sparse file")
+            else:
+                state["chain"] = 0
+            return super()._proc_member(tar)  # type: ignore[misc]
+
+        def _proc_gnusparse_10(self, next: Any, pax_headers: Any, tar: Any) -> None:
+            raise refuse(f"member {next.name!r} is a sparse file")
+
     with open(path, "rb") as raw, _XzReader(raw) as xz:
         buffered = io.BufferedReader(xz, buffer_size=_XzReader.CHUNK)
-        with tarfile.open(fileobj=buffered, mode="r|") as tar:
-            for member in tar:
-                members += 1
-                if members > limits.members:
-                    raise refuse(
-                        f"it holds more than {limits.members:,} members "
-                        f"(set {ARCHIVE_MAX_MEMBERS_ENV} to read it)"
-                    )
+        with tarfile.open(fileobj=buffered, mode="r|", tarinfo=BoundedInfo) as tar:
+            while (member := tar.next()) is not None:
+                tar.members.clear()  # type: ignore[attr-defined]  # read once: keep no list
+                if member.sparse is not None:
+                    raise refuse(f"member {member.name!r} is a sparse file")
                 if member.size > limits.member_bytes:
                     raise refuse(
                         f"member {member.name!r} unpacks to {format_size(member.size)}, over "
                         f"the {format_size(limits.member_bytes)} limit per member "
                         f"(set {ARCHIVE_MAX_MEMBER_BYTES_ENV} to read it)"
                     )
-                if total + member.size > limits.total_bytes:
-                    raise refuse(
-                        f"it unpacks to more than {format_size(limits.total_bytes)} "
-                        f"(at member {member.name!r}; set {ARCHIVE_MAX_TOTAL_BYTES_ENV} "
-                        "to read it)"
-                    )
+                count_member(member.name, member.size)
                 checked = tarfile.data_filter(member, str(staging))
                 target = staging / checked.name
                 if checked.isdir():
@@ -819,13 +968,14 @@ def _unpack_bounded(path: Path, staging: Path, limits: ArchiveLimits) -> None:
                 with open(target, "wb") as out:
                     while chunk := source.read(_XzReader.CHUNK):
                         written += len(chunk)
-                        if written > member.size or total + written > limits.total_bytes:
+                        if written > member.size or state["total"] + written > limits.total_bytes:
                             raise refuse(
                                 f"member {member.name!r} unpacks to more than it declares "
                                 f"({format_size(member.size)}) or past the archive's limit"
                             )
                         out.write(chunk)
-                total += written
+                state["total"] += written
+    return state["total"] - already
 
 
 _EXTRACTED: dict[tuple[Path, int, int], Path] = {}
@@ -901,9 +1051,11 @@ def extract_run_archive(path: Path) -> Path:
     remove_stale_extractions()
     root = Path(tempfile.mkdtemp(prefix=f"{EXTRACT_PREFIX}p{os.getpid()}-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
+    _EXTRACTION_ROOTS.append(root)
+    _remove_extractions_on_sigterm()
     staging = root / ".staging"
     try:
-        _unpack_bounded(path, staging, limits)
+        _UNPACKED[0] += _unpack_bounded(path, staging, limits, already=_UNPACKED[0])
     except UnreadableRun:
         shutil.rmtree(root, ignore_errors=True)
         raise
@@ -914,7 +1066,9 @@ def extract_run_archive(path: Path) -> Path:
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    target = root / path.name.removesuffix(ARCHIVE_SUFFIX)
+    name = path.name.removesuffix(ARCHIVE_SUFFIX)
+    # an archive named `.tar.xz` (or `..tar.xz`) has no name of its own: not the folder itself
+    target = root / (name if name.strip(".") else "runs")
     if (staging / "runs").is_dir():
         (staging / "runs").rename(target)
     else:
@@ -925,6 +1079,41 @@ def extract_run_archive(path: Path) -> Path:
 
 
 _ARCHIVE_OF: dict[Path, Path] = {}
+#: Bytes the archives this process unpacked take (the total limit is per command).
+_UNPACKED = [0]
+#: Folders this process unpacked archives to (removed at exit, or on SIGTERM).
+_EXTRACTION_ROOTS: list[Path] = []
+
+
+def _sigterm_removes_extractions(signum: int, frame: Any) -> None:
+    """SIGTERM's default action (the process ends), after removing the unpacked archives."""
+    import shutil
+    import signal
+
+    mine = f"{EXTRACT_PREFIX}p{os.getpid()}-"  # a forked child inherits the handler, not them
+    for root in _EXTRACTION_ROOTS:
+        if root.name.startswith(mine):
+            shutil.rmtree(root, ignore_errors=True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+#: :mod:`harness.signals` treats this handler as the default action it stands for.
+_sigterm_removes_extractions.stands_for_default = True  # type: ignore[attr-defined]
+
+
+def _remove_extractions_on_sigterm() -> None:
+    """Have SIGTERM remove the unpacked archives first, where it would end the process at
+    once (its default action; atexit does not run then). A handler the command installed
+    (one raising KeyboardInterrupt) is kept: the process then unwinds and atexit removes
+    them. Main thread only, as Python allows."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _sigterm_removes_extractions)
 
 
 def stored_location(run_dir: Path) -> str:

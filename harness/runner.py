@@ -211,6 +211,9 @@ def build_policy_spec(config: dict[str, Any]) -> PolicySpec:
             discretize=policy.get("discretize", 0),
             init=policy.get("init", "normc"),
         )
+    except ValueError as error:
+        # a policy the env's spaces rule out (discretize on a Discrete action space)
+        raise ConfigError(f"policy for {config['env']}: {error}") from None
     finally:
         env.close()
 

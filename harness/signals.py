@@ -33,6 +33,12 @@ def _remember(signum: int, frame: FrameType | None) -> None:
     _latched.append(signum)
 
 
+def _is_default(handler: object) -> bool:
+    """SIG_DFL, or a handler that only tidies up before acting as it (the removal of
+    unpacked run archives, :mod:`harness.rundir`)."""
+    return handler is signal.SIG_DFL or bool(getattr(handler, "stands_for_default", False))
+
+
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -48,7 +54,7 @@ def latch_stop_signals() -> None:
         return
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.default_int_handler):
         signal.signal(signal.SIGINT, _remember)
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if _is_default(signal.getsignal(signal.SIGTERM)):
         signal.signal(signal.SIGTERM, _remember)
 
 
@@ -74,5 +80,6 @@ def interrupt_on_stop_signals() -> None:
         return
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, _remember):
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _remember):
+    handler = signal.getsignal(signal.SIGTERM)
+    if _is_default(handler) or handler is _remember:
         signal.signal(signal.SIGTERM, _interrupt)

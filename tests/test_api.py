@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -142,6 +143,160 @@ def test_import_harness_stays_cheap() -> None:
     )
     assert out.stdout.strip() == "[]", out.stderr
     assert harness.__all__  # the names the API exports
+
+
+# -- from any script: workers never run the caller's __main__ again --------------------------
+
+#: A script as a new user writes it: no ``if __name__ == "__main__":`` block. Each time its
+#: top level runs it adds a line to ``count.txt``.
+BARE_RUN = """
+import harness
+with open("count.txt", "a") as f:
+    f.write("ran\\n")
+result = harness.run(algo="optimes", env="CartPole", seed=0, generations=1, workers=2,
+                     backend="process", runs_dir="runs", progress=False, oversubscribe=True)
+print(result)
+"""
+BARE_SWEEP = """
+import harness
+with open("count.txt", "a") as f:
+    f.write("ran\\n")
+spec = {"name": "bare", "grid": {"algo": ["optimes"], "env": ["CartPole"], "seed": [0],
+        "workers": [2]}, "budget": {"generations": 1}, "backend": "process"}
+outcome = harness.sweep(spec, runs_dir="runs", progress=False, oversubscribe=True)
+assert outcome.exit_status == 0, outcome.failed
+"""
+
+
+def _statuses(runs: Path) -> list[str]:
+    return sorted(
+        json.loads(run_json.read_text())["status"] for run_json in runs.glob("*/run.json")
+    )
+
+
+@pytest.mark.parametrize(
+    ("how", "script"),
+    [("file", BARE_RUN), ("stdin", BARE_RUN), ("notebook", BARE_RUN), ("stdin", BARE_SWEEP)],
+    ids=["run-file", "run-stdin", "run-notebook", "sweep-stdin"],
+)
+def test_a_bare_script_runs_once_with_process_workers(
+    tmp_path: Path, how: str, script: str
+) -> None:
+    path = tmp_path / "script.py"
+    path.write_text(script, encoding="utf-8")
+    argv = {
+        "file": [sys.executable, "script.py"],
+        "stdin": [sys.executable, "-"],
+        # a notebook's cells: code run in a __main__ without a file
+        "notebook": [sys.executable, "-c", "exec(open('script.py').read())"],
+    }[how]
+    with path.open("rb") as stdin:
+        done = subprocess.run(
+            argv,
+            cwd=tmp_path,
+            env=_quiet_env(),
+            stdin=stdin if how == "stdin" else subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "count.txt").read_text().splitlines() == ["ran"]  # workers never ran it
+    assert _statuses(tmp_path / "runs") == ["COMPLETED"]
+    if script is BARE_RUN:
+        assert done.stdout.strip() == (
+            "RunResult(run_dir='runs/1', algo='optimes', env='CartPole', seed=0, "
+            "status='COMPLETED')"
+        )
+
+
+@pytest.mark.parametrize("started_as", ["file", "module"])
+def test_spawned_processes_do_not_import_the_main_module(
+    monkeypatch: pytest.MonkeyPatch, started_as: str
+) -> None:
+    import importlib.machinery
+    import types
+    from multiprocessing.spawn import get_preparation_data
+
+    from evaluation.spawning import main_module_hidden
+
+    script = types.ModuleType("__main__")
+    if started_as == "file":  # python script.py
+        script.__file__ = "/somewhere/script.py"
+        key, value = "init_main_from_path", "/somewhere/script.py"
+    else:  # python -m mine (a notebook kernel is started so)
+        script.__spec__ = importlib.machinery.ModuleSpec("mine", None)
+        key, value = "init_main_from_name", "mine"
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    assert get_preparation_data("w")[key] == value
+    with main_module_hidden():
+        data = get_preparation_data("w")
+        assert "init_main_from_path" not in data and "init_main_from_name" not in data
+        assert sys.modules["__main__"] is not script
+    assert sys.modules["__main__"] is script  # put back as it was
+
+
+def test_an_env_defined_in_the_script_is_refused_for_workers(tmp_path: Path) -> None:
+    import gymnasium as gym
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+    def script_pole(**kwargs: Any) -> gym.Env[Any, Any]:
+        return CartPoleEnv(**kwargs)
+
+    script_pole.__module__ = "__main__"  # as if the calling script defined it
+    gym.register("ScriptPole-v0", entry_point=script_pole, max_episode_steps=50)
+    try:
+        with pytest.raises(UsageError, match=r"defined in the script .* imports=\['MODULE'\]"):
+            api.run(
+                "optimes",
+                "ScriptPole-v0",
+                runs_dir=tmp_path / "runs",
+                generations=1,
+                workers=2,
+                backend="process",
+                oversubscribe=True,
+            )
+        assert not (tmp_path / "runs").exists()
+        inline = api.run(
+            "optimes",
+            "ScriptPole-v0",
+            runs_dir=tmp_path / "runs",
+            generations=1,
+            backend="inline",
+            progress=False,
+        )
+        assert inline.status == "COMPLETED"
+    finally:
+        del gym.registry["ScriptPole-v0"]
+
+
+def test_results_and_policies_print_in_one_line(tmp_path: Path) -> None:
+    import numpy as np
+
+    from harness.replay import LoadedPolicy
+
+    config = {"algo": "cma", "env": "Pendulum", "seed": 7, "params": {"x": list(range(500))}}
+    result = api.RunResult(tmp_path / "3", "FAILED", config, {"final_eval_return": -1.0})
+    text = repr(result)
+    assert text == (
+        f"RunResult(run_dir={str(tmp_path / '3')!r}, algo='cma', env='Pendulum', seed=7, "
+        "status='FAILED')"
+    )
+    policy = LoadedPolicy(
+        tmp_path / "3",
+        config,
+        "checkpoint",
+        12,
+        "INTERRUPTED",
+        lambda o, d: np.zeros(1),
+        lambda: None,
+    )
+    assert repr(policy) == (
+        f"LoadedPolicy(run_dir={str(tmp_path / '3')!r}, algo='cma', env='Pendulum', "
+        "source='checkpoint', step=12, status='INTERRUPTED')"
+    )
+    policy.source, policy.step, policy.status = "final", None, "COMPLETED"
+    assert "source='final', status='COMPLETED')" in repr(policy)
 
 
 # -- the sweep's ETA: each cell estimated from its algorithm and env ------------------------

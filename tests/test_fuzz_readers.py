@@ -363,3 +363,146 @@ def test_a_stored_policy_spec_over_the_size_limit(monkeypatch: pytest.MonkeyPatc
         with pytest.raises(PolicyLoadError, match="HARNESS_JSON_MAX_BYTES"):
             load_stored(run_dir)
         assert not has_policy(run_dir)
+
+
+# -- every field of a real run, replaced in turn ----------------------------------------------
+
+#: Files of a run directory whose every field is replaced in turn.
+RUN_FILES = (
+    rundir.CONFIG,
+    rundir.RUN,
+    rundir.METRICS,
+    rundir.SUMMARY,
+    rundir.POLICY_SPEC,
+)
+#: Where a value nested past the JSON parser's stack goes (written into the text).
+DEEP_MARK = "__deep_nesting__"
+DEEP_TEXT = "[" * 3000 + "]" * 3000
+HOSTILE: tuple[Any, ...] = (None, "x", -1, 0, 1e300, "nan", [], {}, DEEP_MARK, 2**70)
+
+
+def _key_paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path of a JSON value: each mapping key, recursively, and the first element
+    of each list (the list itself is a path of its parent)."""
+    paths: list[tuple[Any, ...]] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            paths.append((*prefix, key))
+            paths += _key_paths(inner, (*prefix, key))
+    elif isinstance(value, list) and value:
+        paths.append((*prefix, 0))
+        paths += _key_paths(value[0], (*prefix, 0))
+    return paths
+
+
+def _replaced(data: Any, path: tuple[Any, ...], value: Any) -> str:
+    """``data`` as JSON text with the field at ``path`` replaced by ``value``."""
+    import copy
+
+    changed = copy.deepcopy(data)
+    node = changed
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return json.dumps(changed, allow_nan=True).replace(json.dumps(DEEP_MARK), DEEP_TEXT)
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real finished run: optimes on CartPole, one generation, every file it writes."""
+    from tests.conftest import harness_cli
+
+    runs = tmp_path_factory.mktemp("real") / "runs"
+    harness_cli(
+        *("run", "--algo", "optimes", "--env", "CartPole", "--generations", "1"),
+        *("--backend", "inline", "--workers", "1", "--runs-dir", str(runs), "--no-progress"),
+    )
+    run_dir = runs / "1"
+    for name in RUN_FILES:
+        assert (run_dir / name).is_file(), name
+    return run_dir
+
+
+def _mutations(run_dir: Path) -> list[tuple[str, tuple[Any, ...], Any, str]]:
+    """(file, key path, hostile value, the file's text) for every field and value."""
+    found = []
+    for name in RUN_FILES:
+        data = json.loads((run_dir / name).read_text())
+        for path in _key_paths(data):
+            for value in HOSTILE:
+                found.append((name, path, value, _replaced(data, path, value)))
+    return found
+
+
+def _mutated_run(real_run: Path, at: Path, name: str, text: str) -> Path:
+    import shutil
+
+    shutil.copytree(real_run, at, ignore=shutil.ignore_patterns("checkpoint.pkl", "cout.txt"))
+    (at / name).write_text(text)
+    return at
+
+
+def _main(argv: list[str]) -> tuple[int, str]:
+    """``harness ARGV`` in this process (the function the console script calls): exit
+    status and stderr; an exception other than SystemExit fails the test."""
+    import contextlib
+
+    from harness.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            status = main(argv)
+        except SystemExit as exit_:  # argparse
+            status = int(exit_.code or 0)
+    return status, err.getvalue()
+
+
+def heard(reasons: list[str]) -> Any:
+    """An ``on_damaged`` callback that keeps each reason in ``reasons``."""
+    return lambda _path, reason: reasons.append(reason)
+
+
+def _assert_result_or_one_line(status: int, stderr: str, what: str) -> None:
+    assert "Traceback" not in stderr, (what, stderr)
+    assert status in (0, 2), (what, status, stderr)
+    errors = [line for line in stderr.splitlines() if line.startswith("harness: error:")]
+    assert len(errors) == (1 if status == 2 else 0), (what, stderr)
+
+
+def test_every_field_of_a_real_run_replaced_in_turn(real_run: Path, tmp_path: Path) -> None:
+    """Every field (every key path) of config, run, metrics, summary and policy spec, given
+    each hostile value in turn: the sweep's reader of done cells, ``harness enjoy
+    --episodes 1`` and ``harness report`` end in a result or one ``harness: error:`` line.
+
+    Bounded: each mutation is read by the sweep's reader and by ``enjoy`` (most end at the
+    record check, the rest play one CartPole episode); ``report`` reads them all at once,
+    one runs folder per file, so one report per file draws every run that passes.
+    """
+    from harness.sweep.spec import Cell
+    from harness.sweep.store import completed_runs, find_completed
+
+    config = json.loads((real_run / rundir.CONFIG).read_text())
+    cell = Cell(index=0, config=config, varied={})
+    mutations = _mutations(real_run)
+    assert len(mutations) > 1000  # every field of five files, ten values each
+    folders: dict[str, Path] = {}
+    scratch = tmp_path / "scratch"
+    for index, (name, path, value, text) in enumerate(mutations, start=1):
+        what = f"{name} {list(path)} = {value!r}"[:200]
+        run_dir = _mutated_run(real_run, scratch / "1", name, text)
+        reasons: list[str] = []
+        try:
+            find_completed(cell, completed_runs(scratch, heard(reasons)), heard(reasons))
+        except Exception as error:  # the reader must not raise
+            raise AssertionError(f"sweep reader on {what}: {error!r}") from error
+        assert all("\n" not in reason for reason in reasons), (what, reasons)
+        status, stderr = _main(["enjoy", str(run_dir), "--episodes", "1"])
+        _assert_result_or_one_line(status, stderr, f"enjoy on {what}")
+        # the report reads every mutation of one file at once
+        runs = folders.setdefault(name, tmp_path / name.removesuffix(".json"))
+        runs.mkdir(exist_ok=True)
+        run_dir.rename(runs / str(index))
+    for name, runs in folders.items():
+        status, stderr = _main(["report", str(runs), "--out", str(tmp_path / f"report-{name}")])
+        _assert_result_or_one_line(status, stderr, f"report of every {name} mutation")

@@ -474,3 +474,303 @@ def test_check_repro_refuses_a_hostile_golden_file(
     result = harness_cli("check-repro", "--golden", str(golden), check=False)
     assert result.returncode == 2, result.stderr
     assert expected in _one_error_line(result.stderr)
+
+
+# -- 5. reads that are not bounded (issue 60) -------------------------------------------------
+
+#: Peak memory `harness report` may reach on a hostile archive (the issue's acceptance).
+HOSTILE_RSS_LIMIT = 512 * 2**20
+#: Size of the hostile extended headers: unbounded, tarfile reads one whole and parses it
+#: (a 600 MB PAX header cost 2.04 GB); xz packs these zeros into a few hundred KB.
+HOSTILE_HEADER_BYTES = 300 * 2**20
+
+
+def _xz_stream(path: Path, pieces: list[tuple[bytes, int]]) -> Path:
+    """Write ``path``: xz of the concatenated pieces, each ``(bytes, repeat)``, streamed."""
+    packer = lzma.LZMACompressor(preset=0)
+    with open(path, "wb") as out:
+        for data, repeat in pieces:
+            for _ in range(repeat):
+                out.write(packer.compress(data))
+        out.write(packer.flush())
+    return path
+
+
+def _header_block(name: str, kind: bytes, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.size = size
+    return info.tobuf(format=tarfile.GNU_FORMAT)
+
+
+def _hostile_header_archive(path: Path, kind: bytes) -> Path:
+    """A run archive whose first member carries an extended header (``kind``: PAX ``x`` or
+    GNU long name ``L``) of HOSTILE_HEADER_BYTES, then a run's two files."""
+    chunk = 2**20
+    pieces: list[tuple[bytes, int]] = [
+        (_header_block("././@hostile", kind, HOSTILE_HEADER_BYTES), 1),
+        (b"\0" * chunk, HOSTILE_HEADER_BYTES // chunk),
+    ]
+    for name, data in _run_files().items():
+        pieces.append((_tar_member(name, len(data)) + data + b"\0" * (-len(data) % 512), 1))
+    pieces.append((b"\0" * 1024, 1))
+    return _xz_stream(path, pieces)
+
+
+def _report_hostile(archive: Path, tmp_path: Path) -> tuple[int, str, int, Path]:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    code, stderr, rss = _run_measured(
+        ["report", str(archive), "--out", str(tmp_path / "out")], tmp_path, _env(TMPDIR=str(temp))
+    )
+    print(f"{archive.name}: peak RSS {rss / 2**20:.0f} MiB")  # the figure the report quotes
+    return code, stderr, rss, temp
+
+
+@pytest.mark.parametrize(("kind", "label"), [(b"x", "pax"), (b"L", "gnu-long-name")])
+def test_an_archive_with_a_huge_extended_header_is_refused_unread(
+    kind: bytes, label: str, tmp_path: Path
+) -> None:
+    archive = _hostile_header_archive(tmp_path / f"{label}.tar.xz", kind)
+    assert archive.stat().st_size < 2 * 2**20  # small on disk
+    code, stderr, rss, temp = _report_hostile(archive, tmp_path)
+    assert code == 2, stderr
+    line = _one_error_line(stderr)
+    assert f"{archive}: refused, an extended header (type {kind.decode()!r})" in line, line
+    assert "over the 1 MiB limit for a header" in line, line
+    assert rss < HOSTILE_RSS_LIMIT, f"peak RSS {rss / 2**20:.0f} MiB"
+    assert not (tmp_path / "out").exists()
+    assert list(temp.iterdir()) == []
+
+
+def test_a_run_json_of_empty_objects_is_skipped_in_bounded_memory(tmp_path: Path) -> None:
+    """120 MiB of ``[{},{},...]`` (a 22 KB archive) parsed to 3.39 GB and a MemoryError."""
+    size = 120 * 2**20
+    pieces: list[tuple[bytes, int]] = [
+        (_tar_member("runs/1/config.json", 2) + b"{}" + b"\0" * 510, 1),
+        (_tar_member("runs/1/run.json", size + 2) + b"[", 1),
+        (b"{}," * 2**20, size // (3 * 2**20)),
+        (b"{}" * ((size - size // (3 * 2**20) * 3 * 2**20) // 2), 1),
+        (b"]" + b"\0" * (-(size + 2) % 512) + b"\0" * 1024, 1),
+    ]
+    archive = _xz_stream(tmp_path / "objects.tar.xz", pieces)
+    code, stderr, rss, _ = _report_hostile(archive, tmp_path)
+    assert "Traceback" not in stderr and "MemoryError" not in stderr, stderr
+    assert code == 2, stderr
+    assert "run.json is 120 MiB, over the 16 MiB limit" in stderr, stderr
+    assert rss < HOSTILE_RSS_LIMIT, f"peak RSS {rss / 2**20:.0f} MiB"
+
+
+def test_json_values_are_counted_before_parsing(tmp_path: Path, monkeypatch: Any) -> None:
+    """Under the byte limit, a file of many small values is refused by their count."""
+    path = tmp_path / "run.json"
+    path.write_bytes(b"[" + b"{}," * 1_500_000 + b"{}]")  # 4.5 MB: 72 MB of dicts
+    with pytest.raises(rundir.UnreadableRun, match=r"run\.json holds about 4,500,00\d values"):
+        rundir.read_json(path)
+    monkeypatch.setenv(rundir.JSON_MAX_VALUES_ENV, "5000000")
+    assert len(rundir.read_json(path)) == 1_500_001
+    real = b'{"x": {"steps": [1, 2], "values": [0.5, 1.5], "timestamps": ["a:b", "c"]}}'
+    assert rundir.json_values(real) >= 8  # never fewer than the parser makes
+
+
+def test_the_total_limit_holds_for_all_archives_of_one_command(tmp_path: Path) -> None:
+    """Three archives, each within the limit, together past it: the third is refused."""
+    archives = []
+    for name in ("a", "b", "c"):
+        files = _run_files()
+        files["runs/1/extra.json"] = os.urandom(300_000).hex().encode()[:300_000]
+        archives.append(str(_archive(tmp_path / f"{name}.tar.xz", files)))
+    env = {rundir.ARCHIVE_MAX_TOTAL_BYTES_ENV: "800K"}
+    result = harness_cli("report", *archives, "--out", str(tmp_path / "out"), check=False, env=env)
+    assert result.returncode == 2, result.stderr
+    line = _one_error_line(result.stderr)
+    assert f"{archives[2]}: refused, with the archives read before it" in line, line
+    assert "more than 800 KiB" in line and rundir.ARCHIVE_MAX_TOTAL_BYTES_ENV in line, line
+
+
+@pytest.fixture(scope="module")
+def real_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """config.json, run.json and metrics.json of a real one-generation CartPole run."""
+    runs = tmp_path_factory.mktemp("real")
+    harness_cli("run", *CARTPOLE, "--generations", "1", "--runs-dir", str(runs))
+    return read_run(only_run_dir(runs))
+
+
+def _planted_run(
+    tmp_path: Path, real: dict[str, Any], status: str = "RUNNING", **config: Any
+) -> Path:
+    """A run directory of the real run's records, its status and config entries replaced."""
+    run_dir = tmp_path / "runs" / "1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps({**real["config"], **config}))
+    (run_dir / "run.json").write_text(json.dumps({**real["run"], "status": status}))
+    (run_dir / "metrics.json").write_text(json.dumps(real["metrics"]))
+    return run_dir
+
+
+def test_a_checkpoint_linked_to_dev_zero_is_refused(
+    tmp_path: Path, real_config: dict[str, Any]
+) -> None:
+    run_dir = _planted_run(tmp_path, real_config)
+    (run_dir / "checkpoint.pkl").symlink_to("/dev/zero")
+    result = harness_cli("enjoy", str(run_dir), check=False, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "checkpoint.pkl is not a regular file" in _one_error_line(result.stderr)
+
+
+def test_a_fifo_checkpoint_hangs_neither_report_nor_enjoy(
+    tmp_path: Path, real_config: dict[str, Any]
+) -> None:
+    """A report checks a recorded import against the checkpoint's signature: it opened
+    a FIFO and waited for a writer forever."""
+    run_dir = _planted_run(tmp_path, real_config, imports=["json"])
+    os.mkfifo(run_dir / "checkpoint.pkl")
+    report = harness_cli(
+        "report", str(run_dir.parent), "--out", str(tmp_path / "out"), check=False, timeout=120
+    )
+    assert "Traceback" not in report.stderr, report.stderr
+    enjoy = harness_cli("enjoy", str(run_dir), "--import", "json", check=False, timeout=60)
+    assert enjoy.returncode == 2, enjoy.stderr
+    assert "checkpoint.pkl is not a regular file" in _one_error_line(enjoy.stderr)
+
+
+#: Loads the stored policy of the run directory ARGV[1] and prints its refusal.
+_LOAD_POLICY = """
+import sys
+from pathlib import Path
+from harness.policy_io import PolicyLoadError, load_stored
+try:
+    load_stored(Path(sys.argv[1]))
+except PolicyLoadError as error:
+    print(error)
+"""
+
+
+def test_a_policy_spec_cannot_size_a_huge_network(tmp_path: Path) -> None:
+    """A 0.7 MB policy_spec.json (a 65,536-wide observation, a 4,096-unit layer) built a
+    2.4 GB network before its size was compared with final_params.npy."""
+    import numpy as np
+
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    width = 65_536
+    spec = {
+        "format": "stable-baselines3",
+        "policy": "ActorCriticPolicy",
+        "num_params": 10,
+        "policy_kwargs": {"net_arch": [4096], "activation_fn": "Tanh"},
+        "spaces": {
+            "observation": {
+                "type": "Box",
+                "shape": [width],
+                "dtype": "float32",
+                "low": [-1] * width,
+                "high": [1] * width,
+            },
+            "action": {"type": "Discrete", "n": 2, "start": 0},
+        },
+    }
+    (folder / "policy_spec.json").write_text(json.dumps(spec))
+    np.save(folder / "final_params.npy", np.zeros(10, dtype=np.float32))
+    out = tmp_path / "measured"
+    program = _MEASURE.replace('"-m", "harness.cli"', '"-c", sys.argv[2]').replace(
+        "*sys.argv[2:]", "*sys.argv[3:]"
+    )
+    printed = subprocess.run(
+        [sys.executable, "-c", program, str(out), _LOAD_POLICY, str(folder)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rss = int(out.read_text().split()[1]) * 1024
+    assert "may hold up to" in printed and "parameters, over the" in printed, printed
+    assert rss < HOSTILE_RSS_LIMIT, f"peak RSS {rss / 2**20:.0f} MiB"
+
+
+def _es_run(tmp_path: Path, real: dict[str, Any], **config: Any) -> Path:
+    """A COMPLETED run with a stored linear CartPole policy (4 -> 2, 10 parameters)."""
+    import numpy as np
+
+    from envs.policies import PolicySpec
+
+    run_dir = _planted_run(tmp_path, real, status="COMPLETED", **config)
+    spec = PolicySpec("linear", (), "tanh", 4, "discrete", 2)
+    (run_dir / "policy_spec.json").write_text(json.dumps(spec.to_dict()))
+    np.save(run_dir / "final_params.npy", np.zeros(spec.num_params, dtype=np.float32))
+    (run_dir / "obs_norm.json").write_text("null")
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("eval_episodes", 300_000_000), ("max_episode_steps", 10**12), ("seed", -1)],
+)
+def test_sizes_from_a_config_are_checked_before_replaying(
+    key: str, value: Any, tmp_path: Path, real_config: dict[str, Any]
+) -> None:
+    """``eval_episodes: 300000000`` sized the list of episode seeds (2.4 GB of int64 and
+    300 million Python ints) in ``enjoy`` and the report's frames."""
+    run_dir = _es_run(tmp_path, real_config, **{key: value})
+    result = harness_cli("enjoy", str(run_dir), check=False, timeout=120)
+    assert result.returncode == 2, result.stderr
+    line = _one_error_line(result.stderr)
+    assert f"config.json has {key} {value!r}, not an integer from" in line or (
+        f"config.json: {key} must be" in line and repr(value) in line  # the record's own check
+    ), line
+
+
+def test_a_population_log_cannot_promise_a_huge_array(tmp_path: Path) -> None:
+    """An .npz member whose header promises 10^12 values: numpy allocated them first."""
+    import warnings
+    import zipfile
+
+    from harness import records
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    header = io.BytesIO()
+    np_format = __import__("numpy").lib.format
+    np_format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)}
+    )
+    with zipfile.ZipFile(run_dir / "population.npz", "w") as npz:
+        npz.writestr("fitness.npy", b"\x93NUMPY\x01\x00" + header.getvalue()[8:] + bytes(64))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert records.read_population(run_dir) is None
+    assert "promises 8,000,000,000,000 bytes" in str(caught[0].message)
+
+
+def test_sigterm_while_unpacking_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    """Killed (SIGTERM) while it unpacked, `report` left up to 208 MB in the temp folder."""
+    files = _run_files()
+    archive = tmp_path / "big.tar.xz"
+    pieces: list[tuple[bytes, int]] = []
+    for name, data in files.items():
+        pieces.append((_tar_member(name, len(data)) + data + b"\0" * (-len(data) % 512), 1))
+    for k in range(3):
+        pieces.append((_tar_member(f"runs/1/big{k}.json", 100 * 2**20), 1))
+        pieces.append((b"\0" * 2**20, 100))
+    pieces.append((b"\0" * 1024, 1))
+    _xz_stream(archive, pieces)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "report", str(archive), "--out", str(tmp_path / "o")],
+        cwd=ROOT,
+        env=_env(TMPDIR=str(temp)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(temp.glob("harness-archive-*/.staging/runs/1/big*.json")):
+        assert child.poll() is None and time.monotonic() < deadline, "never unpacked"
+        time.sleep(0.002)
+    child.send_signal(signal.SIGTERM)
+    _, stderr = child.communicate(timeout=60)
+    assert "Traceback" not in stderr, stderr
+    assert child.returncode in (-signal.SIGTERM, 130), (child.returncode, stderr)
+    assert list(temp.iterdir()) == []

@@ -68,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _command(args: argparse.Namespace, seed: int, workers: int, runs_dir: Path) -> list[str]:
     command = [
         sys.executable,
+        "-P",
         "-m",
         "harness.cli",
         "run",

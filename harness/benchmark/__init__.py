@@ -46,7 +46,7 @@ from harness.benchmark.spec import (
     load_benchmark,
     measured_random_scores,
 )
-from harness.commands import UsageError, check_runs_dir, check_writable_dir
+from harness.commands import UsageError, check_runs_dir, check_writable_dir, warn
 from harness.sweep.spec import Cell
 
 DEFAULT_FILE = Path("experiments/benchmark.yaml")
@@ -357,7 +357,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if carried and args.adopt_unfinished:
         adopted, refused = adopt_unfinished(carried, args.runs_dir)
         for line in refused:
-            print(f"harness: warning: not continued, {line}", file=sys.stderr)
+            warn(f"not continued, {line}")
         for item, target in adopted:
             print(
                 f"benchmark: {item.cell.label} continues from {item.timesteps:,.0f} timesteps "

@@ -7,7 +7,6 @@ import copy
 import math
 import re
 import shlex
-import sys
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -17,12 +16,14 @@ import numpy as np
 import pandas as pd
 
 from harness import rundir
+from harness.commands import terminal_text, warn
 from harness.cputime import MIN_CPU_COMPARED_S
 from harness.records import RunTable, flatten_config, load_runs, read_population
 from harness.report import anchors as anchor_mod
 from harness.report import audit, diversity, frames, plots, scaling, settings, stats, tables
 from harness.report import data as d
 from harness.report import filters as filter_mod
+from harness.report.escape import csv_frame, md_code, md_text
 from harness.report.render import Document, Section, slug, to_html, to_markdown
 
 OUTPUTS = ("report.md", "report.html", "runs.csv", "summary.csv")
@@ -50,7 +51,7 @@ class ReportError(ValueError):
 
 
 def _code_list(items: Sequence[str]) -> str:
-    return ", ".join(f"`{item}`" for item in items)
+    return ", ".join(md_code(item) for item in items)
 
 
 def _safe(name: str) -> str:
@@ -351,7 +352,8 @@ class ReportBuilder:
                 "env's common budget (as in the scores table) against its value, one line per "
                 "algorithm through the mean at each value, every run a point. "
                 + "; ".join(
-                    f"{algo} on {env}: {self.grid_text(env, algo, column)}"
+                    f"{md_text(algo)} on {md_text(env)}: "
+                    + md_text(self.grid_text(env, algo, column))
                     for env, algo, column in cells
                 )
                 + "."
@@ -423,16 +425,17 @@ class ReportBuilder:
             if not parts:
                 parts.append("no run logged an evaluation.")
             caveats = self._caveats(env)
-            text = f"- **{env}**: " + " ".join(p[0].upper() + p[1:] for p in parts)
+            text = f"- **{md_text(env)}**: " + " ".join(p[0].upper() + p[1:] for p in parts)
             if caveats:
                 text += " Caveats: " + "; ".join(caveats) + "."
             lines.append(text)
         grids = self.grids()
         if grids:
             lines += [
-                f"- **{env}**, {algo} over {stats.setting_name(column)}: "
-                f"{self.grid_text(env, algo, column)} (see "
-                f"[Score against {stats.setting_name(column)}]"
+                f"- **{md_text(env)}**, {md_text(algo)} over "
+                f"{md_text(stats.setting_name(column))}: "
+                f"{md_text(self.grid_text(env, algo, column))} (see "
+                f"[Score against {md_text(stats.setting_name(column))}]"
                 f"(#{slug('Score against ' + stats.setting_name(column))}))."
                 for env, algo, column in grids
             ]
@@ -465,7 +468,7 @@ class ReportBuilder:
             caveats.append(
                 "policies differ in size ("
                 + "; ".join(
-                    f"{tables.fmt(float(size), 0)} parameters: {', '.join(map(str, groups))}"
+                    f"{tables.fmt(float(size), 0)} parameters: {', '.join(map(md_text, groups))}"
                     for size, groups in sizes.items()
                 )
                 + ")"
@@ -473,8 +476,9 @@ class ReportBuilder:
         cpu = env_runs.groupby(d.GROUP)["cpu_seconds"].mean().dropna()
         if len(cpu) > 1 and cpu.min() > 0 and cpu.max() / cpu.min() > 1 + audit.TOLERANCE:
             caveats.append(
-                f"CPU-seconds per run differ from {float(cpu.min()):.1f} ({cpu.idxmin()}) to "
-                f"{float(cpu.max()):.1f} ({cpu.idxmax()}), so equal wall-clock is not equal compute"
+                f"CPU-seconds per run differ from {float(cpu.min()):.1f} "
+                f"({md_text(cpu.idxmin())}) to {float(cpu.max()):.1f} "
+                f"({md_text(cpu.idxmax())}), so equal wall-clock is not equal compute"
             )
         if any(f"**{env}**" in w for w in audit.budget_warnings(env_runs)):
             caveats.append("budgets are uneven (see the warnings)")
@@ -669,15 +673,17 @@ class ReportBuilder:
         for env, env_runs in self.runs.groupby("env", sort=True):
             unmeasured = sorted(set(env_runs["run"]) - measured)
             if unmeasured:
-                listed = ", ".join(unmeasured[:3]) + (", ..." if len(unmeasured) > 3 else "")
+                listed = ", ".join(map(md_text, unmeasured[:3])) + (
+                    ", ..." if len(unmeasured) > 3 else ""
+                )
                 reasons.append(
-                    f"on {env}, {len(unmeasured)} of {len(env_runs)} runs never measured "
+                    f"on {md_text(env)}, {len(unmeasured)} of {len(env_runs)} runs never measured "
                     f"CPU-seconds (recorded before the runner measured them: {listed})"
                 )
                 continue
             at = common.get(str(env))
             if at is None:
-                reasons.append(f"on {env}, no run logged an evaluation")
+                reasons.append(f"on {md_text(env)}, no run logged an evaluation")
                 continue
             ends = (
                 d.eval_points(self.steps, "cpu_seconds")
@@ -687,17 +693,17 @@ class ReportBuilder:
             )
             first = str(ends.idxmin())
             row = env_runs[env_runs["run"] == first].iloc[0]
-            stop = str(row.get("stop_reason") or "no stop reason recorded")
+            stop = md_text(row.get("stop_reason") or "no stop reason recorded")
             stop_col = env_runs.get("stop_reason", pd.Series("", index=env_runs.index))
             early = env_runs[stop_col.fillna("").astype(str).str.startswith("target return")]
             text = (
-                f"on {env}, every run's evaluations span only {at:.1f} CPU-seconds in common, "
-                f"under the {MIN_CPU_COMPARED_S:g} compared (the meter is read once a second): "
-                f"run {first} ({row[d.GROUP]}) ended its evaluations at {at:.1f} CPU-seconds "
-                f"({stop})"
+                f"on {md_text(env)}, every run's evaluations span only {at:.1f} CPU-seconds in "
+                f"common, under the {MIN_CPU_COMPARED_S:g} compared (the meter is read once a "
+                f"second): run {md_text(first)} ({md_text(row[d.GROUP])}) ended its "
+                f"evaluations at {at:.1f} CPU-seconds ({stop})"
             )
             if len(early):
-                algos = ", ".join(sorted(early["algo"].astype(str).unique()))
+                algos = ", ".join(map(md_text, sorted(early["algo"].astype(str).unique())))
                 text += (
                     f"; {len(early)} of {len(env_runs)} runs ({algos}) stopped early on "
                     "reaching their target return"
@@ -733,9 +739,9 @@ class ReportBuilder:
                 transforms = sorted(frame["reward_transform"].fillna("none").astype(str).unique())
                 if len(transforms) > 1:
                     section.paragraphs.append(
-                        f"{env}: the groups differ in reward_transform "
-                        f"({'; '.join(transforms)}): their fitness levels compare only where "
-                        "those rewards agree; their evaluations always do."
+                        f"{md_text(env)}: the groups differ in reward_transform "
+                        f"({'; '.join(map(md_text, transforms))}): their fitness levels "
+                        "compare only where those rewards agree; their evaluations always do."
                     )
         drawn = [
             a
@@ -978,7 +984,7 @@ class ReportBuilder:
             section.paragraphs.append(
                 f"{len(excluded)} run(s) not completed, left out of every figure and table: "
                 + ", ".join(
-                    f"{r} ({_status_text(s, d)})"
+                    f"{md_text(r)} ({_status_text(s, d)})"
                     for r, s, d in zip(
                         excluded["run"], excluded["status"], excluded["run_dir"], strict=True
                     )
@@ -1061,7 +1067,7 @@ def build_report(
 
     # every run's config is completed again below: a module its record names is imported
     # only once import_recorded_modules has allowed it (harness.user_modules)
-    with _one_blas_thread(), only_modules(imports):
+    with _one_blas_thread(), only_modules(imports), _warnings_escaped():
         return _build_report(
             paths,
             out,
@@ -1091,11 +1097,25 @@ def _one_blas_thread() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _warnings_escaped() -> Iterator[None]:
+    """A library's warning that quotes a run's value (matplotlib naming a glyph it cannot
+    draw, say) reaches the terminal with its control characters escaped."""
+    with warnings.catch_warnings():
+        show = warnings.showwarning
+
+        def escaped(message: Warning | str, *args: Any, **kwargs: Any) -> None:
+            show(terminal_text(message), *args, **kwargs)
+
+        warnings.showwarning = escaped
+        yield
+
+
 def _status_text(status: str, run_dir: str) -> str:
     """A run's recorded status, and whether a RUNNING one still has a process behind it."""
     if status == "RUNNING" and rundir.run_is_dead(Path(run_dir)):
         return "RUNNING in its record, but no process runs it: `harness resume` continues it"
-    return status
+    return md_text(status)
 
 
 def _replay_sections(builder: ReportBuilder, unplayable: set[str]) -> tuple[Any, ...]:
@@ -1167,10 +1187,10 @@ def _build_report(
     for warning in caught:
         if issubclass(warning.category, (DeprecationWarning, FutureWarning)):
             continue  # a library's notice to its callers, nothing a reader can act on
-        print(f"harness: warning: {warning.message}", file=sys.stderr)
+        warn(warning.message)
     problems, unplayable = settings.import_recorded_modules(table.records, imports)
     for problem in problems:
-        print(f"harness: warning: {problem}", file=sys.stderr)
+        warn(problem)
     if len(table) == 0:
         raise ReportError(f"no readable runs under {', '.join(map(str, paths))}")
     if chosen:
@@ -1203,7 +1223,7 @@ def _build_report(
     )
     intro = [
         *([note] if note else []),
-        f"Generated by `{command}` from "
+        f"Generated by {md_code(command)} from "
         f"{len(runs)} stored run(s); every figure and table is drawn from the run records "
         "(Sacred FileStorage directories"
         + (" packed in a run archive" if archived else "")
@@ -1212,9 +1232,9 @@ def _build_report(
         "- Environments: " + _code_list(sorted(runs["env"].astype(str).unique())) + "\n"
         "- Groups: " + str(runs.groupby(["env", d.GROUP]).ngroups) + " (" + d.n_text(runs) + ")\n"
         "- Algorithms: " + _code_list(sorted(runs["algo"].astype(str).unique())) + "\n"
-        "- Budget: " + d.budget_text(runs) + "\n"
+        "- Budget: " + md_text(d.budget_text(runs)) + "\n"
         "- Seeds: " + d.seeds_text(runs).removeprefix("seeds ").removeprefix("seed ") + "\n"
-        "- Machine: " + d.machine_text(runs) + "\n"
+        "- Machine: " + md_text(d.machine_text(runs)) + "\n"
         "- Sweeps: "
         + (_code_list(sorted(runs["sweep"].dropna().astype(str).unique())) or "none (single runs)"),
         stats.RULE_TEXT,
@@ -1238,14 +1258,16 @@ def _build_report(
     if rebuilt:
         intro.append(
             "These run records were rebuilt from the tables (runs.csv, summary.csv) of an "
-            f"earlier drawing of this report by `{', '.join(rebuilt)}`, the original run "
+            f"earlier drawing of this report by {md_code(', '.join(rebuilt))}, the original run "
             "directories being gone: configs, metrics, statuses, hosts, times and summaries as "
             "those tables held them. They hold no population logs or final parameters, so no "
             "map of visited models is drawn, and runs the earlier report left out are absent; "
             "each run's earlier label is in its `run.json` (`rebuilt_from_tables`)."
         )
     if table.skipped:
-        intro.append("Skipped damaged run directories: " + "; ".join(table.skipped) + ".")
+        intro.append(
+            "Skipped damaged run directories: " + "; ".join(map(md_text, table.skipped)) + "."
+        )
 
     curve = builder.curves("timesteps", "eval_vs_timesteps.png", CURVE_TITLE)
     sections = [
@@ -1289,8 +1311,8 @@ def _build_report(
     )
     (out / "report.md").write_text(to_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc, out), encoding="utf-8")
-    selected.steps.to_csv(out / "runs.csv", index=False)
-    runs.to_csv(out / "summary.csv", index=False)
+    csv_frame(selected.steps).to_csv(out / "runs.csv", index=False)
+    csv_frame(runs).to_csv(out / "summary.csv", index=False)
     return out / "report.md"
 
 

@@ -11,7 +11,6 @@ group, one column per moment.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from harness.commands import warn
 from harness.policy_io import has_policy
 from harness.report.data import GROUP
 from harness.report.render import Section, slug
@@ -74,8 +74,8 @@ class StoredPolicies:
 
     @staticmethod
     def _warn(run_dir: Path, error: Exception) -> None:
-        line = f"harness: warning: run {run_dir}: stored policy skipped: {error}".splitlines()
-        print(line[0] if line else "", file=sys.stderr)
+        line = f"run {run_dir}: stored policy skipped: {error}".splitlines()
+        warn(line[0] if line else "")
 
 
 def stored_policies(builder: Any) -> StoredPolicies:
@@ -184,7 +184,7 @@ def frame_strip_figure(
         except (TypeError, ValueError, NotImplementedError, gym.error.Error) as error:
             # An env of the user's own may render nothing (no render_mode at all): the
             # report goes on without its frames and says why.
-            print(f"harness: warning: no frames of {env}: {error}".splitlines()[0], file=sys.stderr)
+            warn(f"no frames of {env}: {error}".splitlines()[0])
             continue
         if played[0]:
             rows.append((row, *played))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.report.escape import fence, link_allowed, md_safe, md_text, one_line, printable
 from harness.report.tables import fmt, markdown_table
 
 
@@ -59,15 +60,18 @@ def slug(title: str) -> str:
 
 
 def to_markdown(doc: Document) -> str:
-    out = [f"# {doc.title}", ""]
+    """The document as Markdown. Titles and alt texts are text (escaped); paragraphs,
+    captions and table cells are Markdown, passed through :func:`md_safe` so that no value
+    of a run inside them starts a block, raw HTML or a link off the web."""
+    out = [f"# {md_text(doc.title)}", ""]
     for section in doc.lead:
         out += _markdown_section(section)
     if doc.warnings:
         out += ["> **Warnings**", ">"]
-        out += [f"> - {line}" for line in doc.warnings]
+        out += [f"> - {md_safe(one_line(line))}" for line in doc.warnings]
         out += [""]
     for paragraph in doc.intro:
-        out += [paragraph, ""]
+        out += [md_safe(paragraph), ""]
     for section in doc.sections:
         out += _markdown_section(section)
     return "\n".join(out).rstrip() + "\n"
@@ -88,7 +92,7 @@ def _markdown_section(section: Section) -> list[str]:
             "<details>",
             "<summary>",
             "",
-            f"## {section.title}",
+            f"## {md_text(section.title)}",
             "",
             "</summary>",
             "",
@@ -96,44 +100,91 @@ def _markdown_section(section: Section) -> list[str]:
             "</details>",
             "",
         ]
-    return [f"## {section.title}", "", *_markdown_body(section)]
+    return [f"## {md_text(section.title)}", "", *_markdown_body(section)]
 
 
 def _markdown_body(section: Section) -> list[str]:
     out: list[str] = []
     for paragraph in section.paragraphs:
-        out += [paragraph, ""]
+        out += [md_safe(paragraph), ""]
     for name, alt in section.images:
-        out += [f"![{alt}]({name})", ""]
+        alt_text = md_text(alt).replace("[", "\\[").replace("]", "\\]")
+        out += [f"![{alt_text}]({name})", ""]
     for table_caption, table in section.tables:
         if table_caption:
-            out += [f"*{table_caption}*", ""]
+            out += [f"*{md_safe(one_line(table_caption))}*", ""]
         out += [markdown_table(table), ""]
     for code_caption, text in section.code:
         if code_caption:
-            out += [f"*{code_caption}*", ""]
-        out += ["```sh", text, "```", ""]
+            out += [f"*{md_safe(one_line(code_caption))}*", ""]
+        opening, closing = fence(text, "sh")
+        out += [opening, printable(text), closing, ""]
     for paragraph in section.after:
-        out += [paragraph, ""]
+        out += [md_safe(paragraph), ""]
     return out
 
 
 _INLINE = [
-    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
     (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
     (re.compile(r"(?<![*\w])\*([^*]+)\*(?![*\w])"), r"<em>\1</em>"),
 ]
+#: A backslash escape of ASCII punctuation, or a run of backticks (a code span's fence).
+_ESCAPE_OR_TICKS = re.compile(r"\\([!-/:-@\[-`{-~])|(`+)")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+_HELD = re.compile("\ue000(\\d+)\ue001")
+
+
+def _escape(text: str) -> str:
+    """Text for HTML, in an element or a quoted attribute alike."""
+    return html.escape(printable(text), quote=True)
 
 
 def _inline(text: str) -> str:
-    """The little Markdown the paragraphs use (code, bold, italic, links) as HTML."""
-    escaped = html.escape(text, quote=False)
+    """The little Markdown the paragraphs use (backslash escapes, code spans, bold,
+    italic, links) as HTML. Every character of the text is escaped for HTML text and
+    attributes alike; a link is drawn only to an address :func:`link_allowed` accepts
+    (the web, a fragment, a file beside the report), else it stays text."""
+    held: list[str] = []  # escaped characters and code spans, kept out of the patterns
+
+    def hold(markup: str) -> str:
+        held.append(markup)
+        return f"\ue000{len(held) - 1}\ue001"
+
+    text = re.sub("[\ue000\ue001]", " ", text)
+    parts, at = [], 0
+    while (match := _ESCAPE_OR_TICKS.search(text, at)) is not None:
+        parts.append(text[at : match.start()])
+        at = match.end()
+        if match.group(1) is not None:
+            parts.append(hold(_escape(match.group(1))))
+            continue
+        ticks = match.group(2)
+        closing = re.compile(f"(?<!`){ticks}(?!`)").search(text, at)
+        if closing is None:
+            parts.append(hold(_escape(ticks)))
+            continue
+        code = text[at : closing.start()]
+        if code.startswith(" ") and code.endswith(" ") and code.strip():
+            code = code[1:-1]
+        parts.append(hold(f"<code>{_escape(code)}</code>"))
+        at = closing.end()
+    parts.append(text[at:])
+    escaped = _escape("".join(parts))
     for pattern, replacement in _INLINE:
         escaped = pattern.sub(replacement, escaped)
-    return re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', escaped)
+
+    def link(match: re.Match[str]) -> str:
+        target = html.unescape(_HELD.sub(lambda m: held[int(m.group(1))], match.group(2)))
+        if not link_allowed(target):
+            return match.group(0)
+        return f'<a href="{_escape(target)}">{match.group(1)}</a>'
+
+    escaped = _LINK.sub(link, escaped)
+    return _HELD.sub(lambda m: held[int(m.group(1))], escaped)
 
 
 def _paragraph(text: str) -> str:
+    text = md_safe(text)
     lines = text.splitlines()
     if lines and all(line.startswith("- ") for line in lines):
         items = "".join(f"<li>{_inline(line[2:])}</li>" for line in lines)
@@ -147,13 +198,11 @@ _NUMBER = re.compile(r"[-+]?[\d,]*\.?\d+%?( \([^)]*\))?|—|n/a")
 def _cell(value: object) -> str:
     text = fmt(value)
     numeric = _NUMBER.fullmatch(text) is not None
-    return (
-        f'<td class="num">{html.escape(text)}</td>' if numeric else f"<td>{html.escape(text)}</td>"
-    )
+    return f'<td class="num">{_escape(text)}</td>' if numeric else f"<td>{_escape(text)}</td>"
 
 
 def _html_table(table: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    head = "".join(f"<th>{_escape(str(c))}</th>" for c in table.columns)
     body = "".join(
         "<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in table.itertuples(index=False)
     )
@@ -188,13 +237,13 @@ def to_html(doc: Document, folder: Path) -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(doc.title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{html.escape(doc.title)}</h1>",
+        f"<title>{_escape(one_line(doc.title))}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{_escape(one_line(doc.title))}</h1>",
     ]
     for section in doc.lead:
         parts += _html_section(section, folder)
     if doc.warnings:
-        items = "".join(f"<li>{_inline(line)}</li>" for line in doc.warnings)
+        items = "".join(f"<li>{_inline(md_safe(one_line(line)))}</li>" for line in doc.warnings)
         parts.append(f'<div class="warnings"><strong>Warnings</strong><ul>{items}</ul></div>')
     parts += [_paragraph(p) for p in doc.intro]
     for section in doc.sections:
@@ -204,7 +253,7 @@ def to_html(doc: Document, folder: Path) -> str:
 
 
 def _html_section(section: Section, folder: Path) -> list[str]:
-    heading = f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>'
+    heading = f'<h2 id="{_escape(section.anchor)}">{_escape(section.title)}</h2>'
     if section.folded:
         return [
             f"<details><summary>{heading}</summary>",
@@ -218,14 +267,14 @@ def _html_body(section: Section, folder: Path) -> list[str]:
     parts = [_paragraph(p) for p in section.paragraphs]
     for name, alt in section.images:
         data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
-        parts.append(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">')
+        parts.append(f'<img src="data:image/png;base64,{data}" alt="{_escape(alt)}">')
     for table_caption, table in section.tables:
         if table_caption:
-            parts.append(f'<p class="caption">{_inline(table_caption)}</p>')
+            parts.append(f'<p class="caption">{_inline(md_safe(one_line(table_caption)))}</p>')
         parts.append(f'<div class="table-wrap">{_html_table(table)}</div>')
     for code_caption, text in section.code:
         if code_caption:
-            parts.append(f'<p class="caption">{_inline(code_caption)}</p>')
-        parts.append(f"<pre><code>{html.escape(text)}</code></pre>")
+            parts.append(f'<p class="caption">{_inline(md_safe(one_line(code_caption)))}</p>')
+        parts.append(f"<pre><code>{_escape(text)}</code></pre>")
     parts += [_paragraph(p) for p in section.after]
     return parts

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.report.data import GROUP
+from harness.report.escape import md_safe_inline, one_line
 from harness.report.stats import MIN_RUNS_INTERVAL, MIN_RUNS_IQM, N_TOO_SMALL
 
 
@@ -125,14 +126,18 @@ def bytes_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table of a frame of display strings."""
+    """A GitHub-flavoured Markdown table of a frame of display strings.
+
+    A cell is Markdown on one line (:func:`harness.report.escape.md_safe_inline`): a value of
+    a run inside it cannot end its row or cell, nor become raw HTML or a link off the web.
+    """
     if frame.empty:
         return "_(no rows)_"
-    header = [str(c) for c in frame.columns]
 
     def cell(value: Any) -> str:
-        return fmt(value).replace("|", "\\|")
+        return md_safe_inline(one_line(fmt(value))).replace("|", "\\|")
 
+    header = [cell(str(c)) for c in frame.columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for row in frame.itertuples(index=False):
         lines.append("| " + " | ".join(cell(v) for v in row) + " |")

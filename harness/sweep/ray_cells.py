@@ -59,6 +59,7 @@ SHIPPED = (
     rundir.CHECKPOINT,
     rundir.METRICS,
     rundir.CONFIG,
+    rundir.CONFIG_SIGNATURE,
     rundir.RUN,
     rundir.COUT,
     rundir.FINAL_PARAMS,
@@ -206,14 +207,14 @@ def run_cell_task(
             (run_dir / name).write_bytes(data)
         # --force: Ray runs a cell's retry only once its earlier attempt is dead, whatever
         # heartbeat the shipped run.json still shows.
-        command = [sys.executable, "-m", "harness.cli", "resume", str(run_dir), "--no-progress"]
-        command.append("--force")
+        command = [sys.executable, "-P", "-m", "harness.cli", "resume", str(run_dir)]
+        command += ["--no-progress", "--force"]
         command += import_flags(config)  # the sweep file's modules: the user's word
     else:
         run_dir = runs / "1"  # the first run of an empty runs directory
         cell_file = local / "cell.json"
         cell_file.write_text(json.dumps(config))
-        command = [sys.executable, "-m", "harness.sweep", "--cell", str(cell_file)]
+        command = [sys.executable, "-P", "-m", "harness.sweep", "--cell", str(cell_file)]
         command += ["--runs-dir", str(runs)]
     log = open(local / "cell.log", "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(

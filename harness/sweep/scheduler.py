@@ -163,7 +163,8 @@ def run_cell(
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(cell.config, handle)
         config_path = Path(handle.name)
-    command = [python, "-m", "harness.sweep", "--cell", str(config_path)]
+    # -P: the working folder stays off the cell's sys.path (a planted yaml.py; docs/trust.md)
+    command = [python, "-P", "-m", "harness.sweep", "--cell", str(config_path)]
     command += ["--runs-dir", str(runs_dir)]
     try:
         returncode, output = _run_logged(command, log_path, cell.label, children)
@@ -196,7 +197,7 @@ def resume_cell(
     caller then runs the cell afresh.
     """
     log_path = _log_path(log_dir, cell)
-    command = [python, "-m", "harness.cli", "resume", str(run_dir), "--no-progress"]
+    command = [python, "-P", "-m", "harness.cli", "resume", str(run_dir), "--no-progress"]
     command += import_flags(cell.config)  # the sweep file's modules: the user's word
     if trust_legacy:
         command.append("--trust-legacy-checkpoint")

@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,11 +279,9 @@ def _tuned_settings(
     found = {}
     for algo in algos:
         try:
-            best = load_best(study_name(group, algo), url)
+            best = load_best(study_name(group, algo), url, algo)
         except TunedError as error:
             raise SweepError(f"{path}: tuned: {error}") from None
-        if best.algo != algo:
-            raise SweepError(f"{path}: tuned: study {best.study} tuned {best.algo}, not {algo}")
         episodes, _ = best.assignments()
         if episodes is not None and len(axes["episodes"]) > 1:
             raise SweepError(
@@ -294,12 +293,25 @@ def _tuned_settings(
 
 
 def _check_tuned_env(best: Any, env: str, path: Path) -> None:
-    """Refuse settings tuned on another env than the cell's."""
-    from envs.registry import resolve_env_id
+    """Refuse settings tuned on another env than the cell's (whose modules are imported by
+    now). The study's env is data: a ``MODULE:ID`` naming a module not imported on the user's
+    word is refused, never imported."""
+    from envs.registry import UnknownEnvError, resolve_env_id
+    from harness.user_modules import granted_modules
 
     tuned_env = str(best.record.get("env"))
-    if resolve_env_id(tuned_env) != resolve_env_id(env):
-        raise SweepError(f"{path}: tuned: study {best.study} was tuned on {tuned_env}, not {env}")
+    if tuned_env == env:
+        return
+    other = f"{path}: tuned: study {best.study} was tuned on {tuned_env!r}, not {env}"
+    module = tuned_env.rpartition(":")[0]
+    if module and module not in granted_modules():
+        raise SweepError(f"{other} (its module {module!r} was not imported)")
+    try:
+        if resolve_env_id(tuned_env) == resolve_env_id(env):
+            return
+    except UnknownEnvError:
+        pass
+    raise SweepError(other)
 
 
 def load_sweep(
@@ -448,4 +460,7 @@ def load_sweep(
     keys = [cell.key for cell in cells]
     if len(set(keys)) != len(keys):
         raise SweepError(f"{path}: the grid has duplicate cells (a value listed twice?)")
+    for best in tuned.values():
+        if best.skipped:
+            print(best.skipped, file=sys.stderr)
     return Sweep(name, path, cells, str(description).strip(), jobs)

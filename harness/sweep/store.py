@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import rundir
+from harness.record_check import check_header, check_metrics
 from harness.rundir import RunHeader, UnreadableRun, metrics_look_complete, scan_runs
 from harness.sweep.identity import cell_identity, same_cell
 from harness.sweep.spec import Cell
@@ -26,13 +27,27 @@ OnDamaged = Callable[[Path, str], None]
 def completed_runs(runs_dir: Path, on_damaged: OnDamaged | None = None) -> list[RunHeader]:
     """The COMPLETED runs of ``runs_dir`` whose ``metrics.json`` was written to the end.
 
-    Damaged run directories are left out (``on_damaged`` hears of each).
+    Damaged run directories, and those with a field a reader cannot use (a planted
+    three-file run: :func:`harness.record_check.check_header`), are left out
+    (``on_damaged`` hears of each): their cells run again.
     """
-    return [
-        header
-        for header in scan_runs(runs_dir, on_damaged)
-        if header.status == "COMPLETED" and metrics_look_complete(header.path)
-    ]
+    done = []
+    for header in scan_runs(runs_dir, on_damaged):
+        if header.status != "COMPLETED" or not metrics_look_complete(header.path):
+            continue
+        if _readable(header, on_damaged):
+            done.append(header)
+    return done
+
+
+def _readable(header: RunHeader, on_damaged: OnDamaged | None) -> bool:
+    try:
+        check_header(header)
+    except UnreadableRun as error:
+        if on_damaged is not None:
+            on_damaged(header.path, str(error))
+        return False
+    return True
 
 
 def find_completed(
@@ -48,7 +63,7 @@ def find_completed(
         if not same_cell(identity, cell_identity(header.config)):
             continue
         try:
-            rundir.read_metrics(header.path)
+            check_metrics(rundir.read_metrics(header.path))
         except UnreadableRun as error:
             if on_damaged is not None:
                 on_damaged(header.path, str(error))
@@ -64,7 +79,7 @@ def resumable_run(runs_dir: Path, cell: Cell) -> Path | None:
     for header in scan_runs(runs_dir):
         if header.status not in RESUMABLE:
             continue
-        if not same_cell(identity, cell_identity(header.config)):
+        if not _readable(header, None) or not same_cell(identity, cell_identity(header.config)):
             continue
         if not (header.path / rundir.CHECKPOINT).is_file():
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", default="runs", help="Sacred FileStorage directory")
     parser.add_argument(
         "--storage",
+        type=_storage_url,
         default=None,
         metavar="URL",
         help="SQLAlchemy URL of the studies (default: sqlite:///RUNS_DIR/_tune/tune.db); "
@@ -221,6 +223,39 @@ def _sampler_seed(text: str) -> int:
     if value is None or not 0 <= int(value) <= schema.SEED_MAX:
         raise argparse.ArgumentTypeError(f"--seed must be an integer >= 0, got {text!r}")
     return int(value)
+
+
+def _storage_url(text: str) -> str:
+    """``--storage``: a database URL SQLAlchemy can read (port, options), checked by
+    building its engine, which connects to nothing; whether it answers is checked later."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    from harness.tune.storage import shown
+
+    example = "e.g. sqlite:///runs/_tune/tune.db or postgresql+psycopg2://user@host/db"
+    try:
+        url = make_url(text)
+    except (ArgumentError, ValueError, TypeError) as error:
+        # a port that is not a number arrives as int()'s ValueError
+        reason = " ".join(str(error).split())
+        hidden = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", text)  # no password in messages
+        raise argparse.ArgumentTypeError(
+            f"--storage {hidden!r} is not a database URL ({reason}; {example})"
+        ) from None
+    if url.port is not None and not 0 < url.port < 65536:
+        raise argparse.ArgumentTypeError(
+            f"--storage {shown(text)!r}: port {url.port} is not a port number (1 to 65535)"
+        )
+    try:
+        create_engine(url).dispose()
+    except (NoSuchModuleError, ImportError):
+        pass  # a database whose driver is missing: refused, naming it, when it is opened
+    except (ArgumentError, ValueError, TypeError) as error:
+        reason = " ".join(str(error).split())
+        raise argparse.ArgumentTypeError(f"--storage {shown(text)!r}: {reason}") from None
+    return text
 
 
 def _distinct(values: list[int], flag: str) -> None:
@@ -459,7 +494,7 @@ def _study(plan: StudyPlan, storage: Any) -> Any:
 def _tune(plan: StudyPlan, storage: Any, args: argparse.Namespace, ray: bool) -> int:
     from optuna.trial import TrialState
 
-    from harness.tune.best import load_best
+    from harness.tune.best import Tuned, TunedError, best_of, checked_trials
     from harness.tune.outputs import write_outputs
     from harness.tune.storage import shown
 
@@ -499,12 +534,16 @@ def _tune(plan: StudyPlan, storage: Any, args: argparse.Namespace, ray: bool) ->
             "process) when this report was written: it shows the study as it stood; rerun the "
             "command when they have ended for the final outputs and the re-evaluation."
         )
-    tuned = None
-    if any(t.state == TrialState.COMPLETE for t in trials):
-        if not elsewhere:
-            runner.recheck(study)
-        tuned = load_best(plan.name, plan.storage_url)
-    written = write_outputs(plan, study, tuned, notes)
+    checked, skipped = checked_trials(study, plan.space)  # a study is data: see best.py
+    if skipped:
+        print(skipped, file=sys.stderr)
+    try:
+        tuned: Tuned | None = best_of(study, plan.storage_url, plan.algo, checked)
+    except TunedError:
+        tuned = None  # no completed trial
+    if tuned is not None and not elsewhere and runner.recheck(study, tuned) is not None:
+        tuned = best_of(study, plan.storage_url, plan.algo, checked)  # with its recheck
+    written = write_outputs(plan, study, tuned, notes, checked)
     done = {s: sum(t.state == s for t in trials) for s in TrialState}
     summary = (
         f"study {plan.name}: {done[TrialState.COMPLETE]} completed, {done[TrialState.PRUNED]} "

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 BEST_FILE = "best.yaml"
 TRIALS_FILE = "trials.csv"
+#: Trials whose records check, each with its values (:func:`harness.tune.best.checked_trials`).
+Checked = list[tuple[Any, dict[str, Any]]]
 #: The flag of each tunable key that ``harness run`` takes as a flag rather than ``--set``.
 FLAGS = {EPISODES: "--episodes-per-fitness"}
 
@@ -93,12 +95,13 @@ def _text(value: Any) -> Any:
     return value
 
 
-def trials_frame(study: optuna.Study) -> pd.DataFrame:
-    """One row per trial: state, objective, how it ended, its runs and scores, its values."""
+def trials_frame(trials: Checked) -> pd.DataFrame:
+    """One row per trial (those whose records check): state, objective, how it ended, its runs
+    and scores, its values."""
     import pandas as pd
 
     rows = []
-    for trial in study.get_trials(deepcopy=False):
+    for trial, values in trials:
         attrs = trial.user_attrs
         runs = attrs.get("runs") or {}
         seed_scores = attrs.get("scores") or {}
@@ -117,7 +120,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         }
         for seed, score in seed_scores.items():
             row[f"score_seed_{seed}"] = score
-        for key, value in (attrs.get("values") or {}).items():
+        for key, value in values.items():
             row[key] = _text(value)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -147,9 +150,10 @@ def importances(study: optuna.Study, seed: int) -> tuple[dict[str, float], str]:
 
 
 def report_data(
-    plan: StudyPlan, study: optuna.Study, tuned: Tuned | None, notes: list[str]
+    plan: StudyPlan, study: optuna.Study, tuned: Tuned | None, notes: list[str], checked: Checked
 ) -> TuneReport:
-    """The report's data from the study and the best trial's run directories."""
+    """The report's data from the study (its trials whose records check) and the best
+    trial's run directories."""
     from harness.report.tune import TrialRow, TuneReport
 
     trials = [
@@ -158,9 +162,9 @@ def report_data(
             state=t.state.name,
             value=t.value,
             intermediate={int(k): float(v) for k, v in t.intermediate_values.items()},
-            values=dict(t.user_attrs.get("values") or {}),
+            values=values,
         )
-        for t in study.get_trials(deepcopy=False)
+        for t, values in checked
     ]
     found, note = importances(study, plan.sampler_seed)
     report = TuneReport(
@@ -176,7 +180,7 @@ def report_data(
         notes=notes,
     )
     if tuned is not None:
-        best = study.get_trials(deepcopy=False)[tuned.trial]
+        best = next(t for t, _ in checked if t.number == tuned.trial)
         report.best, report.best_value, report.best_values = tuned.trial, tuned.score, tuned.values
         report.best_runs = _run_paths(best.user_attrs, plan.runs_dir)
         recheck = tuned.recheck
@@ -198,20 +202,23 @@ def _run_paths(record: dict[str, Any], default: Path) -> dict[int, Path]:
 
 
 def write_outputs(
-    plan: StudyPlan, study: optuna.Study, tuned: Tuned | None, notes: list[str]
+    plan: StudyPlan, study: optuna.Study, tuned: Tuned | None, notes: list[str], checked: Checked
 ) -> list[Path]:
-    """``trials.csv``, ``best.yaml`` (with a best trial) and the report; their paths."""
+    """``trials.csv``, ``best.yaml`` (with a best trial) and the report, of the trials whose
+    records check (:func:`harness.tune.best.checked_trials`); their paths."""
     from harness.report.tune import write_tune_report
 
     out = plan.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    frame = trials_frame(study)
+    frame = trials_frame(checked)
     csv = out / TRIALS_FILE
-    rundir.atomic_write(csv, [frame.to_csv(index=False).encode()])
+    from harness.report.escape import csv_frame
+
+    rundir.atomic_write(csv, [csv_frame(frame).to_csv(index=False).encode()])
     written = [csv]
     if tuned is not None:
         written.append(write_best(tuned, out))
-    written.append(write_tune_report(report_data(plan, study, tuned, notes), out))
+    written.append(write_tune_report(report_data(plan, study, tuned, notes, checked), out))
     return written
 
 

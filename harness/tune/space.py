@@ -104,6 +104,19 @@ class Param:
         ends = [self.low, self.high] if self.kind == "float" else [int(self.low), int(self.high)]
         return [self.value_of(end) for end in ends]
 
+    def holds(self, value: Any, point: Mapping[str, Any]) -> bool:
+        """Whether this parameter can set ``value`` (in a ``point`` of its space)."""
+        if self.kind == "same_as":
+            return value == point.get(str(self.same_as))
+        if self.kind == "choice":
+            return any(type(value) is type(v) and value == v for v in self.values)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if not math.isfinite(value) or (self.kind == "int" and value != int(value)):
+            return False
+        ends = self.extremes()
+        return bool(min(ends) <= value <= max(ends))
+
     def describe(self) -> dict[str, Any]:
         """The parameter as data (a study records its space, to refuse a changed one)."""
         if self.kind == "same_as":
@@ -179,6 +192,22 @@ class SearchSpace:
     def describe(self) -> dict[str, Any]:
         """The space as data, in its order."""
         return {param.key: param.describe() for param in self.params}
+
+    def check(self, values: Any) -> dict[str, Any]:
+        """``values`` read from a study (data of a database, maybe someone else's) as a point
+        of this space: its keys, each value one the space can draw and the key's type takes.
+        :class:`SpaceError` says, in one line, what is not."""
+        if not isinstance(values, Mapping):
+            raise SpaceError(f"values are not a mapping: {values!r:.80}")
+        keys = [param.key for param in self.params]
+        if sorted(map(str, values)) != sorted(keys):
+            raise SpaceError(f"values set {sorted(map(str, values))!r:.120}, not {keys}")
+        for param in self.params:
+            value = values[param.key]
+            if not param.holds(value, values):
+                raise SpaceError(f"{param.key}={value!r:.80} is outside the space")
+            _check_value(self.algo, param.key, value, param.key)
+        return {key: values[key] for key in keys}
 
 
 def assignment(key: str, value: Any) -> str:

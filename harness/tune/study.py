@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.commands import UsageError
 from harness.tune import scores
-from harness.tune.best import study_name
+from harness.tune.best import Tuned, study_name
 from harness.tune.execute import Cells, LocalCells, RayCells, SeedJob
 from harness.tune.space import SearchSpace, split_values
 from harness.tune.storage import HEARTBEAT_S, TUNE_DIR, shown, study_lock
@@ -446,31 +446,23 @@ class StudyRunner:
             raise self.errors[0]
 
     # -- after the study ---------------------------------------------------------------------
-    def recheck(self, study: optuna.Study) -> dict[str, Any] | None:
-        """Re-evaluate the best trial on the check seeds (its runs tagged ``-check``), once.
+    def recheck(self, study: optuna.Study, best: Tuned) -> dict[str, Any] | None:
+        """Re-evaluate the best trial (its checked values) on the check seeds (its runs tagged
+        ``-check``), once.
 
         Recorded in the study's user attribute ``recheck`` (trial, seeds, per-seed scores and
         runs, score: the objective over the check seeds); kept while the best trial is the
-        same. None without check seeds or a completed trial.
+        same. None without check seeds.
         """
-        from optuna.trial import TrialState
-
         seeds = list(self.plan.check_seeds)
-        if not seeds or not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if not seeds:
             return None
-        best = study.best_trial
-        stored = study.user_attrs.get("recheck")
-        if (
-            isinstance(stored, dict)
-            and stored.get("trial") == best.number
-            and stored.get("seeds") == seeds
-            and stored.get("score") is not None
-        ):
+        stored = best.recheck
+        if stored is not None and stored.get("seeds") == seeds and stored.get("score") is not None:
             return stored
-        values = dict(best.user_attrs.get("values") or {})
-        cells = [self.plan.cell(values, seed, tag=self.plan.check_tag) for seed in seeds]
+        cells = [self.plan.cell(best.values, seed, tag=self.plan.check_tag) for seed in seeds]
         self.echo(
-            f"{self.plan.name}: re-evaluating trial {best.number} on fresh tuning seeds "
+            f"{self.plan.name}: re-evaluating trial {best.trial} on fresh tuning seeds "
             f"{' '.join(map(str, seeds))}"
         )
         runner = self._cells()
@@ -487,7 +479,7 @@ class StudyRunner:
         returns = [scores.read_returns(job.run_dir) if job.run_dir else [] for job in jobs]
         completed = all(job.outcome and job.outcome.status == "COMPLETED" for job in jobs)
         record: dict[str, Any] = {
-            "trial": best.number,
+            "trial": best.trial,
             "seeds": seeds,
             "tag": self.plan.check_tag,
             "runs_dir": str(self.plan.runs_dir.resolve()),
@@ -524,7 +516,11 @@ def counted(trials: list[Any]) -> int:
     """Trials that count toward the target: all but queued ones and failed ones queued again."""
     from optuna.trial import TrialState
 
-    retried = {n for t in trials for n in t.system_attrs.get("retry_history", [])}
+    retried: set[int] = set()
+    for t in trials:
+        history = t.system_attrs.get("retry_history")  # data: maybe another program's
+        if isinstance(history, list):
+            retried.update(n for n in history if isinstance(n, int))
     return sum(1 for t in trials if t.state != TrialState.WAITING and t.number not in retried)
 
 
