@@ -62,6 +62,8 @@ class ConfigError(ValueError):
     """A bad configuration value; the message is one line naming it."""
 
 
+#: Largest integer a knob may hold (int64: frames, arrays and seeds hold no more).
+INT64_MAX = 2**63 - 1
 #: Deepest nesting of lists and mappings a YAML file or value may have: the composer
 #: recurses once per level, so 5,000 ``[`` would end in a RecursionError traceback.
 MAX_YAML_DEPTH = 100
@@ -125,7 +127,11 @@ def _not_plain_data(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
 # Only what JSON holds: a date stays the text it was written as, and sets, binary and
 # ordered pairs are refused (a config, a sweep file or a record has no use for them, and
 # they reached code that expects JSON types as tracebacks).
-NumberLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+def _as_text(loader: NumberLoader, node: yaml.ScalarNode) -> str:
+    return str(loader.construct_scalar(node))
+
+
+NumberLoader.add_constructor("tag:yaml.org,2002:timestamp", _as_text)
 for _tag in ("set", "binary", "omap", "pairs"):
     NumberLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _not_plain_data)
 
@@ -455,6 +461,9 @@ def check_knob(knob: Knob, value: Any) -> None:
     if knob.type is int and (isinstance(value, bool) or not isinstance(value, int)):
         what = "a positive integer" if knob.least == 1 else "an integer"
         raise ConfigError(f"{knob.name} must be {what}, got {value!r}")
+    if knob.type is int and abs(value) > INT64_MAX:
+        # past int64 no record column, array size or seed holds it
+        raise ConfigError(f"{knob.name} must be at most {INT64_MAX:,}, got {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{knob.name} must be a finite number, got {value!r}")
     if knob.most is not None and isinstance(value, (int, float)) and value > knob.most:

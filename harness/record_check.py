@@ -286,8 +286,10 @@ def check_metrics(metrics: Any) -> None:
             if not _is_int(step) or not 0 <= step <= MAX_STEP:
                 raise _bad(f"{at} steps", "integers from 0", step)
         for value in values:
-            if value is not None and not _is_number(value):
-                raise _bad(f"{at} values", "numbers", value)
+            if value is not None and not (
+                _is_number(value) and (isinstance(value, float) or abs(value) <= MAX_STEP)
+            ):
+                raise _bad(f"{at} values", "numbers (integers within int64)", value)
         for stamp in stamps:
             if not isinstance(stamp, str):
                 raise _bad(f"{at} timestamps", "text", stamp)

@@ -607,8 +607,11 @@ def read_run(path: str | Path) -> RunRecord:
     metrics: dict[str, dict[str, list[Any]]] = {}
     if (path / METRICS).exists():
         for name, series in read_metrics(path).items():
-            if not isinstance(series, dict) or len(series.get("steps", [])) != len(
-                series.get("values", [])
+            if (
+                not isinstance(series, dict)
+                or not isinstance(series.get("steps", []), list)
+                or not isinstance(series.get("values", []), list)
+                or len(series.get("steps", [])) != len(series.get("values", []))
             ):
                 raise UnreadableRun(f"metric {name!r} in {METRICS} is malformed")
             metrics[str(name)] = series

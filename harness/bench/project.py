@@ -384,9 +384,13 @@ def _es_costs(
     )
     # each worker's time in the evaluate call less its work and its idle: the round trips
     gaps = np.maximum(evaluate - costs.work_s / per_step - idle, 0.0) * per_step
-    pairs = sorted(set(zip(costs.tasks.astype(int), per_step.astype(int), strict=True)))
-    count = {(n, k): _messages(int(n), min(int(k), int(n)), costs.sync) for n, k in pairs}
-    messages = sum(count[(int(n), int(k))] for n, k in zip(costs.tasks, per_step, strict=True))
+    # one conversion for the keys and their lookups (astype(int) and int() differ past int64)
+    keys = [
+        (int(n) if math.isfinite(n) else 0, int(k) if math.isfinite(k) else 0)
+        for n, k in zip(costs.tasks, per_step, strict=True)
+    ]
+    count = {(n, k): _messages(n, min(k, n), costs.sync) for n, k in set(keys)}
+    messages = sum(count[key] for key in keys)
     costs.message_s = float(gaps.sum() / messages) if messages else 0.0
     spec_path = run_dir / rundir.POLICY_SPEC
     params, obs_dim = math.nan, 0

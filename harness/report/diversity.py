@@ -295,7 +295,9 @@ def diversity_figure(b: Behaviours, table: pd.DataFrame, caption_text: str) -> F
     from harness.report.plots import LEGEND_WRAP, PALETTE, TICK_WRAP, finish
 
     groups = sorted(b.frame[GROUP].astype(str).unique())
-    colors = dict(zip(groups, plt.get_cmap(PALETTE).colors, strict=False))  # type: ignore[attr-defined]
+    # more groups than the palette has colours take them again (a KeyError once)
+    palette = itertools.cycle(plt.get_cmap(PALETTE).colors)  # type: ignore[attr-defined]
+    colors = dict(zip(groups, palette, strict=False))
     columns = 1 if len(groups) > 4 else 2
     legend_lines = (
         sum(len(textwrap.wrap(g, LEGEND_WRAP, break_on_hyphens=False)) for g in groups) / columns
