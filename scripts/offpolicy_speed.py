@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 SETTINGS = {"learning_starts": 1000, "batch_size": 256, "buffer_size": 1_000_000}
 ENV_ID = "HalfCheetah-v5"
@@ -49,6 +50,16 @@ def measure(library: str, algo: str, steps: int, warmup: int, seed: int) -> dict
     return {"steps_per_cpu_s": steps / cpu, "steps_per_wall_s": steps / wall, "cpu_s": cpu}
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux), else the machine type."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return platform.machine()
+    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if "model name" in line]
+    return names[0] if names else platform.machine()
+
+
 def child_env() -> dict[str, str]:
     """One thread for every numeric library the child may load."""
     one = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
@@ -58,18 +69,19 @@ def child_env() -> dict[str, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=3000, help="timed training steps")
-    parser.add_argument("--warmup", type=int, default=500, help="untimed steps after learning_starts")
-    parser.add_argument("--repeats", type=int, default=2, help="processes per library and algorithm")
-    parser.add_argument("--core", type=int, default=0, help="the core every measurement is pinned to")
-    parser.add_argument("--one", nargs=3, metavar=("LIBRARY", "ALGO", "SEED"), help=argparse.SUPPRESS)
+    add = parser.add_argument
+    add("--steps", type=int, default=3000, help="timed training steps")
+    add("--warmup", type=int, default=500, help="untimed steps after learning_starts")
+    add("--repeats", type=int, default=2, help="processes per library and algorithm")
+    add("--core", type=int, default=0, help="the core every measurement is pinned to")
+    add("--one", nargs=3, metavar=("LIBRARY", "ALGO", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         library, algo, seed = args.one
         print(json.dumps(measure(library, algo, args.steps, args.warmup, int(seed))))
         return
     print(f"# {ENV_ID}, {SETTINGS}, {args.steps} timed steps after {args.warmup} of warm-up,")
-    print(f"# one process each pinned to core {args.core}; {platform.processor() or platform.machine()}")
+    print(f"# one process each pinned to core {args.core}; CPU: {cpu_model()}")
     print(f"# load average at start: {os.getloadavg()}")
     rates: dict[tuple[str, str], list[float]] = {}
     for repeat in range(args.repeats):
@@ -94,7 +106,8 @@ def main() -> None:
         sb3, sbx = rates.get(("sb3", algo)), rates.get(("sbx", algo))
         for library, values in (("sb3", sb3), ("sbx", sbx)):
             if values:
-                print(f"median {library} {algo}: {statistics.median(values):.1f} steps per CPU-second")
+                rate = statistics.median(values)
+                print(f"median {library} {algo}: {rate:.1f} steps per CPU-second")
         if sb3 and sbx:
             ratio = statistics.median(sbx) / statistics.median(sb3)
             print(f"{algo}: SBX makes {ratio:.2f}x SB3's steps per CPU-second")

@@ -20,6 +20,7 @@ from harness.benchmark.carry import Unfinished, archived_runs, cost_left
 from harness.benchmark.fairness import TaskScores
 from harness.benchmark.report import leader_text, task_scores
 from harness.benchmark.spec import BenchmarkError, Task, load_benchmark
+from harness.config import build_run_config
 from harness.records import load_runs
 from harness.report.anchors import Anchor
 from tests.conftest import ROOT
@@ -87,6 +88,16 @@ def test_gates_fire_below_the_anchor_and_on_too_few_runs() -> None:
 
 # -- synthetic run directories and archives ------------------------------------------------------
 
+#: The run knobs a run records besides those below (a config as ``harness run`` writes it), so
+#: that the readers' record check takes these runs as runs.
+RECORDED_KNOBS = {
+    key: value
+    for key, value in build_run_config(
+        {"algo": "optimes", "env": HOPPER, "seed": 100}
+    ).config.items()
+    if key not in ("policy", "params")
+}
+
 
 def write_run(
     folder: Path,
@@ -114,21 +125,31 @@ def write_run(
     }
     metrics = {k: {"steps": steps, "values": v} for k, v in series.items()}
     config = {
+        **RECORDED_KNOBS,
         "algo": algo,
         "env": env,
         "seed": seed,
         "episodes": 1,
         "workers": 1,
-        "timesteps": None if cpu_limit else evals[-1][0],
+        "timesteps": None if cpu_limit else int(evals[-1][0]),
         "cpu_limit": cpu_limit,
         "reward_transform": reward_transform,
-        "policy": policy or {"kind": "linear", "hidden_sizes": [64, 64], "activation": "tanh"},
+        "policy": {
+            "activation": "tanh",
+            "discretize": 0,
+            **(policy or {"kind": "linear", "hidden_sizes": [64, 64], "activation": "tanh"}),
+        },
         "params": params or {},
     }
     result = {"env": env, "cpu_seconds": evals[-1][1], "timesteps": evals[-1][0]}
     files = {
         rundir.CONFIG: config,
-        rundir.RUN: {"status": "COMPLETED", "result": result, "host": {"cpu_count": 2}},
+        rundir.RUN: {
+            "status": "COMPLETED",
+            "start_time": "2026-01-01T00:00:00.000000",
+            "result": result,
+            "host": {"cpu_count": 2},
+        },
         rundir.METRICS: metrics,
         rundir.SUMMARY: {"cpu_seconds": evals[-1][1], **(spec or {}).get("summary", {})},
         rundir.POLICY_SPEC: {k: v for k, v in (spec or {}).items() if k != "summary"},

@@ -141,6 +141,7 @@ def test_archive_limits_from_the_environment(tmp_path: Path, monkeypatch: Any) -
     files = _run_files()
     files.update({f"runs/1/extra{i}.json": b"0" * 300_000 for i in range(4)})
     archive = _archive(tmp_path / "runs.tar.xz", files)
+    monkeypatch.setattr(rundir, "_UNPACKED", [0])  # as a new command: none read before it
     monkeypatch.setenv(rundir.ARCHIVE_MAX_TOTAL_BYTES_ENV, "1M")
     with pytest.raises(rundir.ArchiveRefused, match=r"more than 1 MiB .*extra3\.json"):
         rundir.extract_run_archive(archive)
