@@ -228,7 +228,8 @@ def run(
     ``generations``, ``time_limit``, ``cpu_limit``, ``target_return``, ``episodes``,
     ``workers``, ``backend``, ``ray_address``) and anything ``--set`` takes
     (``sigma=0.05``, ``eval_every_timesteps=5000``, ``policy={"kind": "linear"}``);
-    ``imports`` is ``--import``. Knobs not given take the env's defaults as on the
+    ``imports`` is ``--import``; ``defaults="my.yaml"`` is ``--defaults`` (per-env
+    defaults of your own). Knobs not given take the env's defaults as on the
     command line. Raises :class:`~harness.commands.UsageError` for what ``harness run``
     refuses (same message, nothing written), :class:`RunError` when the run started and
     failed, and lets ``KeyboardInterrupt`` through (the run is then INTERRUPTED and
@@ -396,7 +397,11 @@ def _sweep_file(spec: Mapping[str, Any], runs_dir: Path) -> Path:
     folder = runs_dir / BOOKKEEPING_DIR
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{safe}.yaml"
-    path.write_text(yaml.safe_dump(dict(spec), sort_keys=False), encoding="utf-8")
+    spec = dict(spec)
+    if isinstance(spec.get("defaults"), (str, os.PathLike)):
+        # a relative defaults file is the script's, not beside the file written here
+        spec["defaults"] = str(Path(spec["defaults"]).expanduser().absolute())
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return path
 
 

@@ -31,10 +31,14 @@ from harness.config import ConfigError
 from harness.launch import check_can_start, resolve_run_args, start_run
 from harness.signals import latch_stop_signals
 
+#: Exit status when the reader of our output went away (a shell's 128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
+
 RUN_DESCRIPTION = """\
 Train one algorithm on one env as a Sacred run (RUNS_DIR/<id>/).
 
-A knob not given here takes, in order: the env's entry in experiments/defaults.yaml
+A knob not given here takes, in order: the env's entry in your --defaults FILE, then in
+an installed package's defaults (docs/extending.md), then in experiments/defaults.yaml
 (its short name, then its gymnasium id), that file's `default` entry, then the
 built-in default that --help shows. So per-env values win over the defaults below
 (CartPole's optimes population is 20, not 40): --print-config shows every value of
@@ -298,6 +302,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(quiet_start.MESSAGE, file=sys.stderr)
         return quiet_start.EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `harness list | head`: the reader left; say nothing more (Python's own advice:
+        # point stdout at devnull so the interpreter's final flush cannot fail again).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ Precedence, lowest first: the built-in default (the schema's, or the
 algorithm's dataclass for hyperparameters), the ``default`` entry of
 ``experiments/defaults.yaml``, that file's entry for the env's gymnasium id,
 its entry for the short name when that differs (``PendulumPO`` refines
-``Pendulum-v1``), then what the user gave (flags, ``--set``, a sweep file).
+``Pendulum-v1``), the entries for the env of a defaults file an installed package
+ships (entry-point group ``es_harness.defaults``), those of the user's own defaults
+file (``--defaults FILE``, a sweep's ``defaults:``), then what the user gave (flags,
+``--set``, a sweep file).
 ``harness run ... --print-config`` shows every value with its source.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import hashlib
 import json
 import math
 import os
@@ -184,7 +188,13 @@ def _load_defaults(path: Path) -> dict[str, Any]:
 
 
 def defaults_layers(
-    gym_id: str, algo: str, env_name: str | None = None, path: Path = DEFAULTS_FILE
+    gym_id: str,
+    algo: str,
+    env_name: str | None = None,
+    path: Path = DEFAULTS_FILE,
+    *,
+    data: Mapping[str, Any] | None = None,
+    source: str | None = None,
 ) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     """The entries of ``defaults.yaml`` that apply, lowest precedence first.
 
@@ -199,8 +209,17 @@ def defaults_layers(
     hyperparameter file (:attr:`~algorithms.base.Algorithm.zoo_hyperparams`): its
     hyperparameters form a layer of their own, labelled with the zoo entry
     (``defaults.yaml Hopper-v5 entry: rl-baselines3-zoo hyperparams/ppo.yml Hopper-v4``).
+
+    ``data`` and ``source``: the content of a user's defaults file (:class:`UserDefaults`)
+    and how labels name it (``defaults file my.yaml (MyEnv-v0)``), instead of ``path``.
     """
-    data = _load_defaults(path)
+    data = _load_defaults(path) if data is None else data
+
+    def named(entry_name: str, extra: str = "") -> str:
+        if source is None:
+            return f"{path.name} {entry_name} entry{extra}"
+        return f"{source} ({entry_name}{extra})"
+
     entries = ["default", gym_id] + ([env_name] if env_name and env_name != gym_id else [])
     layers = []
     section_name = defaults_section(algo)
@@ -219,7 +238,7 @@ def defaults_layers(
                         zoo_entry = value
                     else:
                         sections["params"][key] = value
-        label = f"{path.name} {entry_name} entry"
+        label = named(entry_name)
         if zoo_entry is None:
             layers.append((label, copy.deepcopy(sections)))
         else:
@@ -227,10 +246,11 @@ def defaults_layers(
             zoo_params = {"run": {}, "policy": {}, "budget": {}, "params": sections["params"]}
             sections["params"] = {}
             layers.append((label, copy.deepcopy(sections)))
-            zoo_label = f"{label}: {zoo_source(algo, zoo_entry, f'{path.name} {entry_name}')}"
+            where = f"{source or path.name} {entry_name}"
+            zoo_label = f"{label}: {zoo_source(algo, zoo_entry, where)}"
             layers.append((zoo_label, copy.deepcopy(zoo_params)))
         if any(own.values()):
-            label = f"{path.name} {entry_name} entry, {section_name} section"
+            label = named(entry_name, f", {section_name} section")
             layers.append((label, copy.deepcopy(own)))
     return layers
 
@@ -263,6 +283,216 @@ def defaults_section(algo: str) -> str:
         return get_algorithm(algo).section_in_defaults()
     except AlgorithmRegistryError:
         return algo  # reported where the config is built
+
+
+# -- the user's own defaults: a file (--defaults) and installed packages (entry points) ------
+
+#: Entry-point group through which an installed package ships per-env defaults: the entry
+#: names a path (a ``str``, ``pathlib.Path`` or ``importlib.resources`` file) of a YAML file
+#: in the format of ``experiments/defaults.yaml`` (docs/extending.md).
+DEFAULTS_ENTRY_POINT_GROUP = "es_harness.defaults"
+#: Largest defaults file read (the repository's is about 40 kB).
+MAX_DEFAULTS_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class UserDefaults:
+    """A defaults file of the user's own, read and checked."""
+
+    #: absolute path (what the run's ``defaults`` records)
+    path: str
+    #: sha256 of its bytes (the run's ``defaults_sha256``)
+    digest: str
+    #: env id -> sections, as in ``experiments/defaults.yaml``
+    data: dict[str, Any]
+    #: how ``--print-config`` names it (``defaults file my.yaml``)
+    source: str
+
+
+def _read_bounded(path: Path) -> bytes:
+    """A regular file's bytes, at most :data:`MAX_DEFAULTS_BYTES` (a FIFO or device named as
+    a defaults file is refused, not read until it ends)."""
+    import stat
+
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise ConfigError(f"defaults file {path} is not a regular file")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_DEFAULTS_BYTES + 1)
+    except OSError as error:
+        raise ConfigError(f"cannot read defaults file {path}: {error.strerror}") from None
+    if len(raw) > MAX_DEFAULTS_BYTES:
+        raise ConfigError(f"defaults file {path} is larger than {MAX_DEFAULTS_BYTES:,} bytes")
+    return raw
+
+
+def _parse_defaults(raw: bytes, where: str) -> Any:
+    """YAML bytes through :class:`NumberLoader`; one-line :class:`ConfigError` otherwise."""
+    try:
+        return load_yaml(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{where} is not a text file (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start} is not UTF-8)"
+        ) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = " ".join(str(getattr(error, "problem", None) or error).split())
+        raise ConfigError(f"malformed YAML in {where}{line}: {problem}") from None
+
+
+def _section_owners() -> dict[str, list[type[Algorithm]]]:
+    """Section name of ``defaults.yaml`` entries -> the algorithms whose settings it holds."""
+    from algorithms.registry import algorithm_names, get_algorithm
+
+    owners: dict[str, list[type[Algorithm]]] = {}
+    for name in algorithm_names():
+        cls = get_algorithm(name)
+        owners.setdefault(cls.section_in_defaults(), []).append(cls)
+    return owners
+
+
+def _check_knob_section(section: str, values: Any, where: str) -> None:
+    """A ``run``, ``policy`` or ``budget`` mapping: schema knobs of that section, values
+    of their types and ranges."""
+    if values is None:
+        return
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where} must be a mapping of knobs, got {values!r}")
+    for key, value in values.items():
+        name = f"policy.{key}" if section == "policy" else str(key)
+        knob = BY_NAME.get(name)
+        if knob is None or knob.section != section:
+            known = [k.key for k in KNOBS if k.section == section]
+            close = difflib.get_close_matches(str(key), known, n=3)
+            hint = f"; did you mean: {', '.join(close)}?" if close else ""
+            raise ConfigError(f"{where}: {key!r} is not a {section} knob{hint}")
+        try:
+            check_knob(knob, coerce(knob.name, value, knob.type))
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from None
+
+
+def check_defaults_data(data: Any, where: str, *, allow_default: bool = True) -> dict[str, Any]:
+    """Check a defaults file as ``experiments/defaults.yaml`` is checked: env ids mapping
+    to ``run``, ``policy`` and ``budget`` sections (schema knobs, valid values) and
+    algorithm sections (their hyperparameters, ``zoo``, and ``run``/``policy``/``budget``
+    of their own). ``allow_default``: whether a ``default`` entry (every env) may appear.
+    Returns the data; raises :class:`ConfigError` naming the file and the bad entry."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must map env ids to settings, got {type(data).__name__}")
+    owners = _section_owners()
+    for entry, sections in data.items():
+        if not isinstance(entry, str) or not entry:
+            raise ConfigError(f"{where}: entry {entry!r} must be an env id")
+        if entry == "default" and not allow_default:
+            raise ConfigError(
+                f"{where}: a package's defaults name its envs; a `default` entry (every env) "
+                "belongs in a file given with --defaults"
+            )
+        if sections is None:
+            continue
+        if not isinstance(sections, dict):
+            raise ConfigError(f"{where}: {entry} must be a mapping of sections")
+        for section, values in sections.items():
+            here = f"{where}: {entry}.{section}"
+            if section in SECTIONS:
+                _check_knob_section(str(section), values, here)
+                continue
+            if section not in owners:
+                known = sorted([*SECTIONS, *owners])
+                close = difflib.get_close_matches(str(section), known, n=3)
+                hint = f"did you mean: {', '.join(close)}?" if close else f"known: {known}"
+                raise ConfigError(
+                    f"{here} is not a section (run, policy, budget or an algorithm's); {hint}"
+                )
+            if values is None:
+                continue
+            if not isinstance(values, dict):
+                raise ConfigError(f"{here} must be a mapping of settings")
+            types_: dict[str, Any] = {}
+            for cls in owners[str(section)]:
+                types_ = {**param_types(cls.Config), **types_}
+            for key, value in values.items():
+                if key in SECTIONS:
+                    _check_knob_section(str(key), value, f"{here}.{key}")
+                elif key == ZOO_KEY:
+                    zoo_source(owners[str(section)][0].name, value, here)
+                elif key not in types_:
+                    close = suggest_keys(str(key), types_, knobs=False)
+                    hint = f"; did you mean: {', '.join(close)}?" if close else ""
+                    raise ConfigError(f"{here}: {section} has no hyperparameter {key!r}{hint}")
+                elif value is not None:
+                    try:
+                        coerce(str(key), value, types_[key])
+                    except ConfigError as error:
+                        raise ConfigError(f"{here}: {error}") from None
+    return data
+
+
+def load_user_defaults(path: str | os.PathLike[str]) -> UserDefaults:
+    """Read and check a defaults file of the user's own (``--defaults FILE``, a sweep's
+    ``defaults:``); a :class:`ConfigError` (one line) for a bad one."""
+    if not isinstance(path, (str, os.PathLike)) or not str(os.fspath(path)).strip():
+        raise ConfigError(f"defaults must name a YAML file, got {path!r}")
+    file = Path(os.fspath(path)).expanduser().absolute()
+    raw = _read_bounded(file)
+    data = check_defaults_data(_parse_defaults(raw, str(file)), str(file))
+    digest = hashlib.sha256(raw).hexdigest()
+    return UserDefaults(str(file), digest, data, f"defaults file {file.name}")
+
+
+@lru_cache(maxsize=1)
+def package_defaults() -> tuple[UserDefaults, ...]:
+    """The defaults files installed packages ship (:data:`DEFAULTS_ENTRY_POINT_GROUP`),
+    by entry-point name; each may name only envs (no ``default`` entry)."""
+    import importlib.metadata
+
+    found = []
+    entries = importlib.metadata.entry_points(group=DEFAULTS_ENTRY_POINT_GROUP)
+    for entry in sorted(entries, key=lambda e: e.name):
+        dist = entry.dist.name if entry.dist is not None else None
+        what = f"defaults entry point {entry.name} = {entry.value}" + (
+            f" of package {dist}" if dist else ""
+        )
+        try:
+            target = entry.load()
+        except (ImportError, AttributeError) as error:
+            raise ConfigError(f"cannot load {what}: {error}") from None
+        if isinstance(target, (str, os.PathLike)):
+            raw = _read_bounded(Path(os.fspath(target)))
+        elif hasattr(target, "read_bytes") and hasattr(target, "name"):
+            raw = target.read_bytes()  # an importlib.resources file inside the package
+            if len(raw) > MAX_DEFAULTS_BYTES:
+                raise ConfigError(f"{what}: larger than {MAX_DEFAULTS_BYTES:,} bytes")
+        else:
+            raise ConfigError(f"{what} must name a YAML file's path, got {target!r}")
+        data = check_defaults_data(_parse_defaults(raw, what), what, allow_default=False)
+        file = Path(str(getattr(target, "name", target))).name
+        source = f"defaults file {file} of package {dist or entry.name}"
+        found.append(UserDefaults(str(target), hashlib.sha256(raw).hexdigest(), data, source))
+    return tuple(found)
+
+
+def user_defaults_layers(
+    gym_id: str, algo: str, env_name: str | None, user: UserDefaults | None
+) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+    """The layers above the repository's: installed packages' entries for the env, then the
+    user's file (each labelled with its source); two packages naming the env are refused."""
+    names = {gym_id, env_name} - {None}
+    packages = [d for d in package_defaults() if names & set(d.data)]
+    if len(packages) > 1:
+        raise ConfigError(
+            f"env {env_name or gym_id} has defaults from two packages ({packages[0].source} "
+            f"and {packages[1].source}); give the ones to use with --defaults FILE"
+        )
+    layers = []
+    for found in [*packages, *([user] if user is not None else [])]:
+        layers += defaults_layers(gym_id, algo, env_name, data=found.data, source=found.source)
+    return layers
 
 
 def shown_text(text: str, limit: int = 60) -> str:
@@ -775,6 +1005,35 @@ def _complete_identity(draft: _Draft) -> None:
     except UnknownEnvError as error:
         raise ConfigError(str(error)) from None
     draft.layers = defaults_layers(gym_id, str(config["algo"]), str(config["env"]))
+    user = _user_defaults(draft)
+    draft.layers += user_defaults_layers(gym_id, str(config["algo"]), str(config["env"]), user)
+
+
+def _user_defaults(draft: _Draft) -> UserDefaults | None:
+    """The user's defaults file (``defaults``), read and checked, its digest recorded.
+
+    A config that records a digest is a stored one being rebuilt (resume, a sweep cell):
+    its values are complete, so a file changed or gone since is not read again and the
+    recorded digest stays the provenance of those values.
+    """
+    config = draft.config
+    path, recorded = config.get("defaults"), config.get("defaults_sha256")
+    if isinstance(path, os.PathLike):
+        path = config["defaults"] = os.fspath(path)  # harness.run(defaults=Path(...))
+    if path is None:
+        config["defaults"] = config["defaults_sha256"] = None
+        draft.sources.pop("defaults_sha256", None)
+        return None
+    if recorded is not None:
+        try:
+            user = load_user_defaults(path)
+        except ConfigError:
+            return None
+        return user if user.digest == recorded else None
+    user = load_user_defaults(path)
+    config["defaults"], config["defaults_sha256"] = user.path, user.digest
+    draft.sources["defaults_sha256"] = f"sha256 of {user.source}"
+    return user
 
 
 def _complete_run_knobs(draft: _Draft) -> None:

@@ -57,7 +57,6 @@ from typing import Any
 
 import numpy as np
 import psutil
-from tqdm import tqdm
 
 from algorithms.base import Algorithm, RunContext, StepRecord
 from algorithms.es_common import confirm_seeds, eval_seeds
@@ -78,6 +77,7 @@ from harness.checkpoint import (
 )
 from harness.config import ConfigError, validate_params
 from harness.cputime import CPU_SAMPLE_PERIOD_S, CpuMeter, MachineLoad
+from harness.progress import ProgressBar, progress_bar
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 from harness.schema import BUDGET_KEYS
 from harness.signals import interrupt_on_stop_signals, take_latched
@@ -137,6 +137,8 @@ class Progress:
     wall_time_s: float = 0.0
     eval_index: int = 0
     next_eval_at: int = 0
+    #: the CPU-seconds of the next evaluation, when eval_every_cpu_seconds schedules them
+    next_eval_cpu_at: float = 0.0
     last_eval: float | None = None
     last_eval_step: int = -1
     stop_reason: str | None = None
@@ -598,6 +600,8 @@ class Trainer:
         """Step until the budget is used; return a summary."""
         p = self.progress
         interval = int(self.config["eval_every_timesteps"])
+        # evaluations every this many CPU-seconds instead (0: by timesteps)
+        cpu_interval = float(self.config.get("eval_every_cpu_seconds") or 0.0)
         checkpoint_every = int(self.config["checkpoint_every"])
         checkpoint_seconds = float(self.config.get("checkpoint_every_seconds") or 0.0)
         bar = self._progress_bar()
@@ -629,11 +633,17 @@ class Trainer:
                     # an evaluation follows: its row gets this step's CPU time, not a stale one
                     # so does a CPU limit: it is checked against this step's reading
                     self._sample_cpu(
-                        force=p.timesteps >= p.next_eval_at or self.budget.cpu_limit is not None
+                        force=p.timesteps >= p.next_eval_at
+                        or self.budget.cpu_limit is not None
+                        or cpu_interval > 0
                     )
                     self._record(record)
                     self._check_records()
-                if p.timesteps >= p.next_eval_at:
+                if cpu_interval > 0 and p.cpu_seconds >= p.next_eval_cpu_at:
+                    self._evaluate_and_confirm()
+                    p.next_eval_cpu_at = (p.cpu_seconds // cpu_interval + 1) * cpu_interval
+                    p.wall_time_s = time.perf_counter() - started
+                elif cpu_interval <= 0 and p.timesteps >= p.next_eval_at:
                     self._evaluate_and_confirm()
                     p.next_eval_at = (p.timesteps // interval + 1) * interval
                     p.wall_time_s = time.perf_counter() - started
@@ -709,32 +719,32 @@ class Trainer:
                 file=sys.stderr,
             )
 
-    def _progress_bar(self) -> tqdm:
-        """A bar over whichever budget binds (timesteps, generations or seconds), with an ETA."""
+    def _progress_bar(self) -> ProgressBar:
+        """A bar over whichever budget binds (timesteps, generations or seconds), with an ETA;
+        plain lines at a low rate where stderr is not a terminal (harness.progress)."""
         p = self.progress
         share, _ = self.budget.used(p.timesteps, p.step, p.wall_time_s, p.cpu_seconds)
-        return tqdm(
+        return progress_bar(
             total=100.0,
             initial=100.0 * share,
             bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]",
-            dynamic_ncols=True,
             file=sys.__stderr__,
             disable=not self.show_progress,
             desc=f"{self.config['algo']} {self.config['env']}",
         )
 
-    def _update_bar(self, bar: tqdm) -> None:
+    def _update_bar(self, bar: ProgressBar) -> None:
         p = self.progress
         share, binding = self.budget.used(p.timesteps, p.step, p.wall_time_s, p.cpu_seconds)
-        bar.update(max(100.0 * share - bar.n, 0.0))
         last = p.last_eval
-        bar.set_postfix(
+        bar.set_postfix(  # before the update, which draws it (or writes the line)
             gen=p.step,
             steps=p.timesteps,
             eval="-" if last is None else f"{last:.1f}",
             budget=binding,
             refresh=False,
         )
+        bar.update(max(100.0 * share - bar.n, 0.0))
 
     def finish(self) -> dict[str, Any]:
         """Save final parameters and the policy spec as artifacts; return the summary."""

@@ -218,6 +218,30 @@ KNOBS: tuple[Knob, ...] = (
         default_is_the_old_behaviour=True,
     ),
     Knob(
+        "defaults",
+        str,
+        None,
+        "a YAML file of per-env defaults of your own, in the format of "
+        "experiments/defaults.yaml: its entries take precedence over the repository's for "
+        "the envs it names (recorded as an absolute path, with its sha256)",
+        section="identity",
+        flags=("--defaults",),
+        metavar="FILE",
+        nullable=True,
+        default_is_the_old_behaviour=True,
+    ),
+    Knob(
+        "defaults_sha256",
+        str,
+        None,
+        "sha256 of the defaults file's content when the config was built (set with "
+        "--defaults; a rebuild whose file changed since keeps the recorded values)",
+        # provenance of the values, like `tuned`: no flag, no --set
+        section="identity",
+        nullable=True,
+        default_is_the_old_behaviour=True,
+    ),
+    Knob(
         "ray_address",
         str,
         None,
@@ -310,6 +334,20 @@ KNOBS: tuple[Knob, ...] = (
         settable=True,
         least=1,
         per_env=True,
+    ),
+    Knob(
+        "eval_every_cpu_seconds",
+        float,
+        None,
+        "evaluate every this many CPU-seconds of the run's processes instead of by "
+        "timesteps (none: eval_every_timesteps); harness tune sets cpu_limit/evaluations",
+        settable=True,
+        least=0,
+        positive=True,
+        most=MAX_BUDGET_SECONDS,
+        nullable=True,
+        per_env=True,
+        default_is_the_old_behaviour=True,
     ),
     Knob(
         "eval_episodes",

@@ -143,9 +143,12 @@ def test_a_target_never_reached_says_so(runs: Path, tmp_path: Path) -> None:
     assert text.count("never reached by the median run") == 2
 
 
-def test_population_grows_with_the_workers_and_its_effect_is_unmeasured(
+def test_population_grows_only_where_it_helps_and_its_effect_is_unmeasured(
     runs: Path, tmp_path: Path
 ) -> None:
+    """With the effect of a population on generations unmeasured, a larger population only
+    costs (same generations, more episodes each): the run's own is picked at every W. With
+    a measured effect, the population that reaches R in fewer generations is picked."""
     data, text = _project(
         tmp_path, str(runs), "--target", str(TARGET), "--cores", "1", "4", "64",
         "--population-grows",
@@ -154,12 +157,19 @@ def test_population_grows_with_the_workers_and_its_effect_is_unmeasured(
     es = _algorithm(data, "optimes")
     points = {p["cores"]: p for p in es["projection"]}
     assert [(p["workers"], p["population"]) for p in points.values()] == [
-        (1, 20), (4, 80), (64, 1280)
+        (1, 20), (4, 20), (20, 20)
     ]  # fmt: skip
-    assert points[64]["head_update"] == pytest.approx(64 * points[1]["head_update"])
-    # the same generations (its effect unmeasured), each with 20 episodes per worker
-    assert points[64]["episode_work"] == pytest.approx(points[1]["episode_work"])
-    assert "unmeasured" in text
+    assert {p["population_choice"] for p in points.values()} == {"the run's own"}
+    assert "unmeasured" in text and "picked" in text
+    # a grown population's terms: the head update in proportion, 20 episodes per worker
+    costs = project.read_costs(_run_of(runs, "optimes"))
+    assert isinstance(costs, project.RunCosts)
+    step = project.reached_step(costs, TARGET)
+    assert step is not None
+    one = project.es_point(costs, step, 1, project.Assumptions(), 20)
+    wide = project.es_point(costs, step, 64, project.Assumptions(), 1280)
+    assert wide.terms["head_update"] == pytest.approx(64 * one.terms["head_update"])
+    assert wide.terms["episode_work"] == pytest.approx(one.terms["episode_work"])
     effect = tmp_path / "effect.json"
     effect.write_text(json.dumps({"80": 1}))
     measured, _ = _project(
@@ -169,6 +179,7 @@ def test_population_grows_with_the_workers_and_its_effect_is_unmeasured(
     assert measured["assumptions"]["population_effect"] == {"80": 1.0}
     point = _algorithm(measured, "optimes")["projection"][0]
     assert point["population"] == 80 and point["episode_work"] < points[4]["episode_work"]
+    assert point["population_choice"] == "20 per worker x 4 (generations measured)"
 
 
 @pytest.mark.parametrize(
@@ -394,3 +405,195 @@ def test_a_report_projects_each_configuration_of_an_algorithm_apart(
     )
     pooled = next(a for a in projection.model.by_algorithm(projections, [1]) if a.algo == "ppo")
     assert pooled.median[0][1] is None
+
+
+def _copies(
+    run_dir: Path,
+    folder: Path,
+    names: list[str],
+    config: dict[str, Any] | None = None,
+    summary: dict[str, Any] | None = None,
+    add: dict[str, float] | None = None,
+) -> list[Path]:
+    """Copies of ``run_dir`` named ``names`` under ``folder``: ``config`` merged into their
+    config (a ``params`` mapping into its params), ``summary`` into their summary, and
+    ``add`` added to every value of those metrics."""
+    import shutil
+
+    out = []
+    for index, name in enumerate(names):
+        copy = folder / name
+        shutil.copytree(run_dir, copy)
+        stored = json.loads((copy / "config.json").read_text())
+        given = dict(config or {})
+        stored["params"] = {**stored.get("params", {}), **given.pop("params", {})}
+        stored = {**stored, **given, "seed": int(stored["seed"]) + 10 + index}
+        (copy / "config.json").write_text(json.dumps(stored))
+        if summary:
+            old = json.loads((copy / "summary.json").read_text())
+            (copy / "summary.json").write_text(json.dumps({**old, **summary}))
+        if add:
+            metrics = json.loads((copy / "metrics.json").read_text())
+            for metric, extra in add.items():
+                metrics[metric]["values"] = [v + extra for v in metrics[metric]["values"]]
+            (copy / "metrics.json").write_text(json.dumps(metrics))
+        out.append(copy)
+    return out
+
+
+def _run_of(runs: Path, algo: str, workers: int = 1) -> Path:
+    return next(
+        p
+        for p in sorted(runs.iterdir())
+        if p.name.isdigit()
+        and json.loads((p / "config.json").read_text())["algo"] == algo
+        and json.loads((p / "config.json").read_text())["workers"] == workers
+    )
+
+
+@pytest.fixture(scope="module")
+def populations(runs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture's runs, plus two optimes runs of sweep "small" at population 8 and two of
+    sweep "large" at population 40 (copies of the W=1 run, so their records are real)."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("populations") / "runs"
+    shutil.copytree(runs, folder)
+    optimes = _run_of(runs, "optimes")
+    _copies(optimes, folder, ["81", "82"], {"sweep": "small", "params": {"population": 8}})
+    _copies(optimes, folder, ["83", "84"], {"sweep": "large", "params": {"population": 40}})
+    return folder
+
+
+def _names(data: dict[str, Any]) -> list[str]:
+    return sorted(a["algo"] for a in data["algorithms"])
+
+
+def test_sweep_and_where_choose_the_runs_and_the_output_names_only_their_groups(
+    populations: Path, tmp_path: Path
+) -> None:
+    args = [str(populations), "--target", str(TARGET), "--cores", "1", "64"]
+    small, text = _project(tmp_path, *args, "--sweep", "small")
+    assert _names(small) == ["optimes"]
+    assert sorted(Path(r["run"]).name for r in small["runs"]) == ["81", "82"]
+    assert "ppo" not in text and "optimes (es): 2 of 2 runs" in text
+    large, text = _project(tmp_path, *args, "--where", "population=40")
+    assert sorted(Path(r["run"]).name for r in large["runs"]) == ["83", "84"]
+    assert _names(large) == ["optimes"] and "ppo" not in text
+    both, _ = _project(tmp_path, *args, "--where", "algo=optimes", "--where", "workers=1")
+    assert sorted(Path(r["run"]).name for r in both["runs"]) == [
+        "1", "81", "82", "83", "84"
+    ]  # fmt: skip
+    done = harness_cli("bench", "project", *args, "--sweep", "nope", check=False)
+    assert done.returncode == 2 and "--sweep nope" in done.stderr
+
+
+def test_each_configuration_of_an_algorithm_is_projected_apart(
+    populations: Path, tmp_path: Path
+) -> None:
+    """Populations 8, 20 and 40 of optimes are three groups, never one median."""
+    data, text = _project(tmp_path, str(populations), "--target", str(TARGET), "--cores", "1")
+    optimes = [a for a in data["algorithms"] if a["family"] == "es"]
+    assert len(optimes) == 3 and all(a["algo"].startswith("optimes [") for a in optimes)
+    assert {a["runs"] for a in optimes} == {1, 2}  # the W=1 run of population 20, 2 copies
+    assert [a["algo"] for a in data["algorithms"] if a["family"] == "rl"] == ["ppo"]
+    assert {a["algorithm"] for a in data["algorithms"]} == {"optimes", "ppo"}
+    for group in optimes:
+        assert f"{group['algo']} (es):" in text
+
+
+def test_start_up_is_the_least_loaded_runs_and_labelled(runs: Path, tmp_path: Path) -> None:
+    """Two copies of the W=1 optimes run whose process started 5 s later (a loaded
+    machine): the configuration's median run is one of them, with the least start-up."""
+    import shutil
+
+    folder = tmp_path / "runs"
+    shutil.copytree(runs, folder)
+    _copies(_run_of(runs, "optimes"), folder, ["71", "72"], add={"time_process_start_s": 5.0})
+    data, text = _project(tmp_path, str(folder), "--target", str(TARGET), "--cores", "1", "4")
+    es = _algorithm(data, "optimes")
+    own = [r for r in data["runs"] if r["algo"] == "optimes"]
+    startups = [r["projection"][0]["startup"] for r in own]
+    assert max(startups) > min(startups) + 4.9
+    (plain,) = [r for r in own if Path(r["run"]).name not in ("71", "72") and r["workers"] == 1]
+    # three W=1 runs, the lower median one of the slow copies, its start-up the least
+    assert es["projection"][0]["seconds"] == pytest.approx(plain["projection"][0]["seconds"])
+    assert es["projection"][0]["startup"] == pytest.approx(min(startups))
+    assert es["startup"]["seconds"] == pytest.approx(min(startups))
+    assert "the least of its 4 runs' measured" in text and "least-loaded" in text
+
+
+def test_an_env_without_published_n_envs_is_labelled_sb3_default(
+    runs: Path, tmp_path: Path
+) -> None:
+    """PPO on an env with no n_envs in the defaults (here a copy of the CartPole run recorded
+    as Acrobot-v1 at n_envs 1): the cap says SB3's default, and the variant is shown."""
+    (copy,) = _copies(
+        _run_of(runs, "ppo"),
+        tmp_path / "runs",
+        ["61"],
+        {"env": "Acrobot", "params": {"n_envs": 1}},
+        {"env": "Acrobot-v1"},
+    )
+    data, text = _project(tmp_path, str(copy), "--target", str(TARGET), "--cores", "1", "8")
+    assert "at most n_envs = 1 core (SB3 default: the env has no published n_envs)" in text
+    assert "published n_envs)" not in text.replace("no published n_envs)", "")
+    assert "variant: n_envs raised to W" in text
+    (run,) = data["runs"]
+    assert run["inputs"]["n_envs_source"].startswith("SB3 default")
+    assert [p["n_envs"] for p in run["n_envs_raised"]] == [1, 8]
+
+
+def test_a_growing_population_never_makes_more_cores_slower(runs: Path, tmp_path: Path) -> None:
+    args = [str(runs), "--target", str(TARGET), "--cores", *CORES]
+    fixed, _ = _project(tmp_path, *args)
+    grown, text = _project(tmp_path, *args, "--population-grows")
+    for family in ("optimes", "ppo"):
+        before = [p["seconds"] for p in _algorithm(fixed, family)["projection"]]
+        after = [p["seconds"] for p in _algorithm(grown, family)["projection"]]
+        assert all(a <= b * (1 + 1e-9) for a, b in zip(after, before, strict=True)), family
+        assert all(b <= a for a, b in itertools.pairwise(after)), family
+    picks = [p["population_choice"] for p in _algorithm(grown, "optimes")["projection"]]
+    assert all(picks) and "picked" in text
+
+
+def test_the_cores_figure_labels_every_tick_it_draws() -> None:
+    """A panel whose times span 6.3 to 32.8 s (the log axis once labelled only 10 and 20)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from harness.report import projection
+
+    cores = [1, 2, 4, 8, 16, 64, 256, 1024]
+
+    def algo(name: str, family: str, seconds: list[float]) -> project.AlgorithmProjection:
+        points = [
+            project.Point(c, c, s, {t: s / len(project.TERMS) for t in project.TERMS})
+            for c, s in zip(cores, seconds, strict=True)
+        ]
+        median: list[tuple[int, float | None, project.Point | None]] = [
+            (p.cores, p.seconds, p) for p in points
+        ]
+        return project.AlgorithmProjection("Reach", name, family, 1.0, [], median, [], [])
+
+    es = algo("optimes", "es", [6.3, 6.1, 5.9, 5.8, 5.75, 5.7, 5.7, 5.7])
+    rl = algo("ppo", "rl", [32.8, 28.0, 25.0, 24.0, 24.0, 24.0, 24.0, 24.0])
+    fig = projection.figure([projection.Panel("Reach", 1.0, "test", [es, rl], cores)])
+    assert fig is not None
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        shown = [
+            (loc, label.get_text())
+            for loc, label in zip(axis.get_majorticklocs(), axis.get_ticklabels(), strict=True)
+            if low * (1 - 1e-9) <= loc <= high * (1 + 1e-9)
+        ]
+        assert all(text for _, text in shown), shown
+        minor = [loc for loc in axis.get_minorticklocs() if low <= loc <= high]
+        assert minor == [], minor
+    assert [label.get_text() for label in ax.get_xticklabels()] == [f"{c:,}" for c in cores]
+    # labelled ticks frame the times: from one at or below the least to one at or above
+    # the most, at least four of them
+    low, high = ax.get_ylim()
+    ys = [loc for loc in ax.yaxis.get_majorticklocs() if low <= loc <= high]
+    assert len(ys) >= 4 and ys[0] <= 5.7 and ys[-1] >= 32.8

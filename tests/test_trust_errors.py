@@ -375,3 +375,17 @@ def test_ctrl_c_in_the_first_milliseconds_is_one_line(
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode in (130, 2), (result.returncode, result.stderr)
     assert result.stderr.strip().splitlines() == ["harness: interrupted"], result.stderr
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    """`harness list | head -1`: the pipe closes under the listing; the command ends quietly."""
+    harness = Path(sys.executable).with_name("harness")
+    listing = subprocess.Popen(
+        [str(harness), "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
+    )
+    assert listing.stdout is not None and listing.stderr is not None
+    listing.stdout.readline()
+    listing.stdout.close()  # the reader is gone before the listing is written
+    stderr = listing.stderr.read().decode()
+    assert listing.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr

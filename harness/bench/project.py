@@ -29,29 +29,38 @@ The RL family (PPO, A2C, SAC, TD3, TQC, RecurrentPPO): the run's rollout seconds
 ``rollout_s`` metric) spread over ``min(W, n_envs)`` parallel envs, plus its update seconds
 (``update_s``), serial; runs recorded before the split count all of ``learn_s`` as
 rollout (optimistic for RL). PPO and A2C at their published ``n_envs`` cannot use more
-cores than envs. The variant "n_envs raised to W" spreads the same rollout work over ``W``
-envs; it assumes the same timesteps to ``R``, a sample-efficiency cost nobody measured.
+cores than envs (an env with no published ``n_envs`` runs SB3's default, labelled so). The
+variant "n_envs raised to W" spreads the same rollout work over ``W`` envs; it assumes the
+same timesteps to ``R``, a sample-efficiency cost nobody measured.
 
-Both: start-up (process start, setup, worker start) and bookkeeping (checkpoints,
-logging) as the run measured them, held fixed. A run with ``W`` cores uses the number of
-workers ``w <= W`` that the model finds fastest, so a time never grows with the cores;
-an ES run never uses more workers than its population (the population cap) unless
-``--population-grows``. With ``--population-grows`` an ES uses all ``W`` cores and its
-population is ``population_per_worker x W`` (the run's knob, else its population over
-its workers);
-the head update grows in proportion and the generations to ``R`` stay the run's own,
-because the effect of a larger population on them is unmeasured, unless
-``--population-effect FILE`` gives measured generations per population.
+Both: bookkeeping (checkpoints, logging) as the run measured it, held fixed; start-up
+(process start, setup, worker start) held fixed too, and in a configuration's projection
+the least any of its runs measured (start-up is imports and setup, which a loaded machine
+only slows), labelled so. A run with ``W`` cores uses the number of workers ``w <= W``
+that the model finds fastest, so a time never grows with the cores; an ES run never uses
+more workers than its population (the population cap). With ``--population-grows`` an ES
+at ``W`` cores may also run ``population_per_worker x W'`` candidates (the run's knob,
+else its population over its workers) for each listed ``W' <= W``, or a population of
+``--population-effect``, on ``min(W, population)`` workers: the fastest is taken (never
+slower than its own population) and named. A population's head update grows in
+proportion and its generations to ``R`` stay the run's own, because the effect of a
+larger population on them is unmeasured, unless ``--population-effect FILE`` gives
+measured generations per population.
+
+Runs are projected per configuration: a report's group but for the worker count (one
+algorithm at populations 8 and 40 is two), after ``--sweep NAME`` and ``--where
+KEY=VALUE`` (as ``harness report`` reads them) choose the runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +153,8 @@ class RunCosts:
     update_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     split_recorded: bool = True
     n_envs: int = 1
+    #: where ``n_envs`` comes from (:func:`n_envs_source`)
+    n_envs_source: str = ""
     parallel_envs: int = 1
     #: resumed at another worker count part of the way: no one W's measured time
     mixed_workers: bool = False
@@ -333,11 +344,40 @@ def read_costs(run_dir: Path) -> RunCosts | str:
         else np.zeros(steps)
     )
     costs.n_envs = int(params.get("n_envs") or 1)
+    costs.n_envs_source = n_envs_source(algo, costs.env, costs.gym_id, costs.n_envs)
     kind = str(params.get("vec_env") or "auto")
     if kind == "auto":
         kind = "subproc" if workers > 1 else "dummy"
     costs.parallel_envs = min(workers, costs.n_envs) if kind == "subproc" else 1
     return costs
+
+
+def n_envs_source(algo: str, env: str, gym_id: str, n_envs: int) -> str:
+    """Where an RL run's ``n_envs`` comes from, in words: the env's published value (an
+    rl-baselines3-zoo entry in the defaults), SB3's default where the env has none, or the
+    run's own choice."""
+    from algorithms.registry import AlgorithmRegistryError, get_algorithm
+    from harness.config import ConfigError, defaults_layers
+
+    published: Any = None
+    try:
+        for label, sections in defaults_layers(gym_id, algo, env):
+            if "n_envs" in sections["params"] and " default entry" not in label:
+                published = sections["params"]["n_envs"]
+    except (ConfigError, OSError, KeyError, TypeError):
+        published = None
+    if published is not None:
+        if int(published) == n_envs:
+            return "its published n_envs"
+        return f"the run's own n_envs; {published} published"
+    try:
+        fields = dataclasses.fields(get_algorithm(algo).Config)
+        default = next((f.default for f in fields if f.name == "n_envs"), None)
+    except (AlgorithmRegistryError, TypeError):
+        default = None
+    if default == n_envs:
+        return "SB3 default: the env has no published n_envs"
+    return "the run's own n_envs: the env has no published n_envs"
 
 
 def _es_costs(
@@ -547,8 +587,11 @@ class Assumptions:
     def lines(self) -> list[str]:
         """The assumptions in two lines for tables and reports."""
         population = (
-            "the population grows with the workers (population_per_worker x W); its effect "
-            "on generations to the target is "
+            "at each W an ES runs the fastest of its own population and "
+            "population_per_worker x W' for each listed W' <= W"
+            + (" and the measured populations" if self.population_effect else "")
+            + " (never slower than its own); the effect of a population on generations to "
+            "the target is "
             + ("measured (--population-effect)" if self.population_effect else "unmeasured")
             if self.population_grows
             else "each run's population is fixed, so an ES uses at most that many workers"
@@ -560,8 +603,9 @@ class Assumptions:
                 if self.head_message_s
                 else "at each run's whole round trip per message (no measured head cost)"
             )
-            + ", each worker waits its own round trips as the run measured them; start-up "
-            "and bookkeeping as measured, held fixed.",
+            + ", each worker waits its own round trips as the run measured them; "
+            "bookkeeping as measured and start-up as the least-loaded run of a configuration "
+            "measured it, held fixed.",
             f"{population[0].upper()}{population[1:]}; RL steps min(W, n_envs) envs in "
             "parallel and updates serially; evaluation episodes spread over the cores "
             + ("for both families." if self.rl_eval == "parallel" else "for ES (RL: in series).")
@@ -584,6 +628,8 @@ class Point:
     terms: dict[str, float]
     population: int | None = None
     generations: int = 0
+    #: with ``--population-grows``: which population the model picked, and why
+    choice: str = ""
 
 
 def _fixed(costs: RunCosts, step: int, names: Iterable[str]) -> float:
@@ -610,14 +656,20 @@ def _evaluation(costs: RunCosts, step: int, workers: int, assumptions: Assumptio
     )
 
 
-def es_point(costs: RunCosts, step: int, workers: int, assumptions: Assumptions) -> Point:
-    """The ES model at exactly ``workers`` workers, for the generations up to ``step``."""
+def es_point(
+    costs: RunCosts,
+    step: int,
+    workers: int,
+    assumptions: Assumptions,
+    population: int | None = None,
+) -> Point:
+    """The ES model at exactly ``workers`` workers, for the generations up to ``step``;
+    ``population``: each generation's candidates (default: the run's own)."""
     n = costs.tasks[:step]
     work, longest, task_bytes = costs.work_s[:step], costs.longest_s[:step], costs.task_bytes[:step]
     head = _fixed(costs, step, ("head_update", "obs_sync"))
-    generations, population, weight = step, None, 1.0
-    if assumptions.population_grows:
-        population = max(round((costs.population_per_worker or 1.0) * workers), 1)
+    generations, weight = step, 1.0
+    if population is not None:
         grow = population / n
         work, task_bytes, n = work * grow, task_bytes * grow, np.full(n.shape, float(population))
         head *= population / max(costs.population, 1)
@@ -718,11 +770,46 @@ def _best_up_to(candidates: dict[int, Point], cores: Sequence[int]) -> list[Poin
                 best = candidate
             index += 1
         assert best is not None
-        out.append(
-            Point(c, best.workers, best.seconds, best.terms, best.population, best.generations)
-        )
+        out.append(replace(best, cores=c))
     order = {c: i for i, c in enumerate(sorted(cores))}
     return [out[order[c]] for c in cores]
+
+
+def _grown(
+    costs: RunCosts,
+    step: int,
+    fixed: Sequence[Point],
+    cores: Sequence[int],
+    assumptions: Assumptions,
+) -> list[Point]:
+    """With ``--population-grows``: at each core count ``W`` the fastest population the
+    user could pick, on ``min(W, population)`` workers: the run's own (``fixed``, its best
+    at up to ``W`` workers), ``population_per_worker x W'`` for each listed ``W' <= W``, or
+    one of ``--population-effect``'s. Never slower than the run's own population."""
+    per_worker = costs.population_per_worker or 1.0
+    measured = assumptions.population_effect
+    cache: dict[tuple[int, int], Point] = {}
+
+    def grown(population: int, workers: int, why: str) -> Point:
+        key = (population, workers)
+        if key not in cache:
+            cache[key] = es_point(costs, step, workers, assumptions, population)
+        return replace(cache[key], choice=why)
+
+    out = []
+    for c, own in zip(cores, fixed, strict=True):
+        options = [replace(own, population=costs.population, choice="the run's own")]
+        for listed in sorted({w for w in cores if w <= c}):
+            population = max(round(per_worker * listed), 1)
+            why = f"{per_worker:g} per worker x {listed:,}"
+            if population in measured:
+                why += " (generations measured)"
+            options.append(grown(population, min(c, population), why))
+        for population in sorted(measured):
+            options.append(grown(population, min(c, population), "generations measured"))
+        best = min(options, key=lambda p: p.seconds)  # the first of equals: the run's own
+        out.append(replace(best, cores=c))
+    return out
 
 
 def project(
@@ -746,19 +833,21 @@ def project(
         return Projection(costs, target, None, None, None, [], [], notes)
     top = max(cores)
     if costs.family == "es":
-        cap = top if assumptions.population_grows else min(top, int(costs.tasks[:step].max()))
-        if not assumptions.population_grows and top > cap:
+        cap = min(top, int(costs.tasks[:step].max()))
+        if top > cap:
             notes.append(f"population cap: at most {cap} workers (one per candidate)")
     else:
         cap = min(top, costs.n_envs)
         if top > cap:
-            notes.append(f"at most n_envs = {costs.n_envs} cores (its published n_envs)")
+            notes.append(
+                f"at most n_envs = {costs.n_envs} core{'s' * (costs.n_envs > 1)} "
+                f"({costs.n_envs_source or 'the run'}); the variant with n_envs raised to W "
+                "is shown apart"
+            )
+    candidates = {w: point(costs, step, w, assumptions) for w in range(1, cap + 1)}
+    points = _best_up_to(candidates, cores)
     if costs.family == "es" and assumptions.population_grows:
-        # the population follows the cores: every core is used, whatever that costs
-        points = [point(costs, step, c, assumptions) for c in cores]
-    else:
-        candidates = {w: point(costs, step, w, assumptions) for w in range(1, cap + 1)}
-        points = _best_up_to(candidates, cores)
+        points = _grown(costs, step, points, cores, assumptions)
     raised: list[Point] = []
     if costs.family == "rl":
         raised = [rl_point(costs, step, c, assumptions, envs_grow=True) for c in cores]
@@ -865,6 +954,9 @@ class AlgorithmProjection:
     #: measured medians per recorded worker count: (workers, seconds, runs that reached)
     measured: list[tuple[int, float, int, int]]
     notes: list[str]
+    #: the start-up every projected time holds (:func:`least_startup`) and its label
+    startup: float | None = None
+    startup_label: str = ""
 
     @property
     def reached(self) -> int:
@@ -903,9 +995,12 @@ def by_algorithm(
     for (env, algo), members in sorted(groups.items()):
         fewest = min(m.costs.workers for m in members)
         base = [m for m in members if m.costs.workers == fewest]
+        startup, startup_label = least_startup([m.costs for m in members])
         median: list[tuple[int, float | None, Point | None]] = []
         for i, c in enumerate(cores):
-            chosen = _median_point([m.points[i] if m.reached else None for m in base])
+            chosen = _median_point(
+                [_with_startup(m.points[i], startup) if m.reached else None for m in base]
+            )
             median.append((c, chosen.seconds if chosen else None, chosen))
         measured = []
         one_w = [m for m in members if not m.costs.mixed_workers]
@@ -918,10 +1013,52 @@ def by_algorithm(
         notes = sorted({note for m in base for note in m.notes if not note.startswith("never")})
         out.append(
             AlgorithmProjection(
-                env, algo, members[0].costs.family, members[0].target, base, median, measured, notes
+                env,
+                algo,
+                members[0].costs.family,
+                members[0].target,
+                base,
+                median,
+                measured,
+                notes,
+                startup,
+                startup_label,
             )
         )
     return out
+
+
+def run_startup(costs: RunCosts) -> float | None:
+    """A run's measured start-up (process start, setup, worker start) as of its first
+    recorded breakdown; None where it recorded none."""
+    return _fixed(costs, min(costs.parts), STARTUP_PARTS) if costs.parts else None
+
+
+def least_startup(runs: Sequence[RunCosts]) -> tuple[float | None, str]:
+    """The least start-up any of ``runs`` measured (the least-loaded run's: start-up is
+    imports and setup, which a busy machine only slows), and a label saying so."""
+    measured = sorted(s for s in map(run_startup, runs) if s is not None)
+    if not measured:
+        return None, "start-up: none recorded (each run's own, 0 s)"
+    if len(measured) == 1:
+        return measured[0], f"start-up {measured[0]:.2f} s: its one run's measured"
+    spread = (
+        f"{measured[0]:.2f} to {measured[-1]:.2f} s"
+        if f"{measured[0]:.2f}" != f"{measured[-1]:.2f}"
+        else f"all {measured[0]:.2f} s"
+    )
+    return measured[0], (
+        f"start-up {measured[0]:.2f} s: the least of its {len(measured)} runs' measured "
+        f"({spread}; the least-loaded run's), at every W"
+    )
+
+
+def _with_startup(point: Point, startup: float | None) -> Point:
+    """``point`` with its start-up term ``startup`` (None: as it is)."""
+    if startup is None:
+        return point
+    terms = {**point.terms, "startup": startup}
+    return replace(point, seconds=sum(terms.values()), terms=terms)
 
 
 def es_first_from(
@@ -1010,9 +1147,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "evaluation to the best RL's, or both families' lower best, median final score)",
     )
     parser.add_argument(
+        "--sweep",
+        default=None,
+        metavar="NAME",
+        help="only the runs of this sweep (their config's `sweep`)",
+    )
+    parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only the runs whose config has KEY = VALUE (as `harness report --where`; "
+        "repeatable: all must hold), e.g. population=40 or params.sigma=0.05",
+    )
+    parser.add_argument(
         "--population-grows",
         action="store_true",
-        help="ES populations follow the workers (population_per_worker x W); the effect on "
+        help="at each W an ES may also run population_per_worker x W' candidates (W' <= W); "
+        "the fastest population is taken, never slower than the run's own; the effect on "
         "generations to R is unmeasured unless --population-effect is given",
     )
     parser.add_argument(
@@ -1075,11 +1227,58 @@ def _population_effect(path: Path | None) -> dict[int, float]:
     return out
 
 
-def load(paths: Sequence[str | Path]) -> tuple[list[RunCosts], list[tuple[str, str]]]:
-    """Every run under ``paths`` as model inputs, and (run, reason) for those left out.
+def configurations(
+    dirs: Sequence[Path], sweep: str | None = None, where: Sequence[str] = ()
+) -> dict[Path, str]:
+    """The runs of ``dirs`` that pass ``--sweep``/``--where`` (as ``harness report`` and
+    :func:`harness.load_runs` filter them), each with its configuration's label: a report's
+    group but for the worker count, so one configuration's runs at every W are projected
+    together and two configurations of one algorithm (populations 8 and 40) apart.
+
+    Raises :class:`UsageError` for a filter that leaves no run."""
+    import warnings
+
+    from harness.records import flatten_config, load_runs
+    from harness.report import data as d
+    from harness.report import filters
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a damaged run: read_costs names it
+        table = load_runs(dirs)
+    try:
+        table = filters.apply(table, filters.make_filters(sweep=sweep, where=list(where)))
+    except filters.FilterError as error:
+        raise UsageError(str(error)) from None
+    table = table.select(["COMPLETED"])
+    if not len(table):
+        return {}
+    runs = d.run_extras(table.runs, table.records, table.steps)
+    counted = set(runs.loc[runs["n_params"].notna(), "run"]) if "n_params" in runs else set()
+    recorded = {
+        label: [*flatten_config(record.config), *(["n_params"] if label in counted else [])]
+        for label, record in table.records.items()
+    }
+    settings = [
+        c
+        for c in (*d.settings_columns(r.config for r in table.records.values()), "n_params")
+        if c != "workers"
+    ]
+    grouped = d.add_groups(runs.drop(columns=["workers"], errors="ignore"), settings, recorded)
+    return {
+        Path(table.record(str(run)).path): str(group)
+        for run, group in zip(grouped["run"], grouped[d.GROUP], strict=True)
+    }
+
+
+def load(
+    paths: Sequence[str | Path], sweep: str | None = None, where: Sequence[str] = ()
+) -> tuple[list[RunCosts], list[tuple[str, str]]]:
+    """Every run under ``paths`` that passes ``sweep``/``where`` as model inputs, each
+    labelled with its configuration (:func:`configurations`), and (run, reason) for those
+    left out.
 
     Raises :class:`UsageError` for a path that is neither a run, a runs directory nor a run
-    archive, or when no run is found at all."""
+    archive, when no run is found at all, or when a filter leaves none."""
     for raw in paths:
         path = Path(raw)
         if not path.exists():
@@ -1090,12 +1289,16 @@ def load(paths: Sequence[str | Path]) -> tuple[list[RunCosts], list[tuple[str, s
         raise UsageError(str(error).splitlines()[0]) from None
     if not dirs:
         raise UsageError(f"no runs under {', '.join(map(str, paths))}")
+    groups = configurations(dirs, sweep, where)
+    if sweep or where:
+        dirs = [run_dir for run_dir in dirs if run_dir in groups]
     costs, skipped = [], []
     for run_dir in dirs:
         read = read_costs(run_dir)
         if isinstance(read, str):
             skipped.append((rundir.stored_location(run_dir), read))
         else:
+            read.group = groups.get(run_dir, "")
             costs.append(read)
     return costs, skipped
 
@@ -1140,6 +1343,7 @@ def _point_row(point: Point) -> dict[str, Any]:
         "cores": point.cores,
         "workers": point.workers,
         "population": point.population,
+        **({"population_choice": point.choice} if point.choice else {}),
         "seconds": point.seconds,
         **point.terms,
     }
@@ -1148,7 +1352,7 @@ def _point_row(point: Point) -> dict[str, Any]:
 def _columns(with_population: bool) -> list[tuple[str, str, str]]:
     columns = [("cores", "cores", "d"), ("workers", "workers used", "d")]
     if with_population:
-        columns.append(("population", "population", "d"))
+        columns += [("population", "population", "d"), ("population_choice", "picked", "")]
     columns.append(("seconds", "time to R s", ".1f"))
     columns += [(term, TERM_HEADINGS[term], ".2f") for term in TERMS]
     return columns
@@ -1175,7 +1379,7 @@ def render(
                 f"W={item.runs[0].costs.workers} reached R"
                 + (f"; measured medians {measured}" if measured else ""),
             ]
-            lines += [f"  {note}" for note in item.notes]
+            lines += [f"  {note}" for note in [item.startup_label, *item.notes]]
             rows = [
                 _point_row(p) if p is not None else {"cores": c, "seconds": None}
                 for c, _, p in item.median
@@ -1191,7 +1395,7 @@ def render(
                     run = next(m for m in item.runs if chosen in m.envs_raised)
                     raised = [
                         {"cores": p.cores, "envs": p.workers, "seconds": p.seconds}
-                        for p in run.envs_raised
+                        for p in (_with_startup(q, item.startup) for q in run.envs_raised)
                     ]
                     lines += [
                         "  variant: n_envs raised to W (same timesteps to R assumed; its "
@@ -1247,11 +1451,13 @@ def to_json(
             {
                 "env": a.env,
                 "algo": a.algo,
+                "algorithm": a.runs[0].costs.algo,
                 "family": a.family,
                 "target": a.target,
                 "runs": len(a.runs),
                 "reached": a.reached,
                 "notes": a.notes,
+                "startup": {"seconds": a.startup, "label": a.startup_label},
                 "projection": [
                     _point_row(p) if p is not None else {"cores": c, "seconds": None}
                     for c, _, p in a.median
@@ -1307,6 +1513,7 @@ def _inputs(costs: RunCosts) -> dict[str, Any]:
         }
     return {
         "n_envs": costs.n_envs,
+        "n_envs_source": costs.n_envs_source,
         "parallel_envs_in_run": costs.parallel_envs,
         "split_recorded": costs.split_recorded,
     }
@@ -1340,7 +1547,7 @@ def run(args: argparse.Namespace) -> int:
         head_message_s=head_costs,
         head_message_source=head_source,
     )
-    costs, skipped = load(args.runs)
+    costs, skipped = load(args.runs, args.sweep, args.where)
     if not costs:
         reasons = "; ".join(f"{run}: {why}" for run, why in skipped[:3])
         raise UsageError(f"no run under {', '.join(args.runs)} can be projected ({reasons})")

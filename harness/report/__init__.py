@@ -147,6 +147,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "score",
     )
     parser.add_argument(
+        "--compare",
+        nargs=2,
+        default=(),
+        metavar=("A", "B"),
+        help="also answer group A against group B (labels as the report names its groups, or "
+        "algorithms with one group on an env) at equal timesteps, CPU-seconds and wall-clock, "
+        "as the report answers the best ES against the best RL",
+    )
+    parser.add_argument(
         "--all-statuses",
         action="store_true",
         help="also use FAILED, INTERRUPTED and RUNNING runs (default: COMPLETED only)",
@@ -207,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
             sweep=args.sweep,
             where=args.where,
             threshold=args.threshold,
+            compare=args.compare,
         )
     except (ReportError, UnreadableRun) as error:
         raise UsageError(str(error)) from None

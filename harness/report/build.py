@@ -20,6 +20,7 @@ from harness.commands import terminal_text, warn
 from harness.cputime import MIN_CPU_COMPARED_S
 from harness.records import RunTable, flatten_config, load_runs, read_population
 from harness.report import anchors as anchor_mod
+from harness.report import answer as answer_mod
 from harness.report import audit, diversity, frames, plots, scaling, settings, stats, tables
 from harness.report import data as d
 from harness.report import filters as filter_mod
@@ -75,9 +76,11 @@ class ReportBuilder:
         map_method: str = "pca",
         anchors: list[anchor_mod.Anchor] | None = None,
         threshold: float | None = None,
+        compare: Sequence[str] = (),
     ) -> None:
         self.table = table
         self.threshold = threshold
+        self.compare = tuple(compare)
         self.out = out
         self.map_runs = map_runs
         self.map_method = map_method
@@ -97,7 +100,9 @@ class ReportBuilder:
         runs = d.add_groups(runs, [*self.setting_columns, "n_params"], recorded)
         self.until_t = d.common_budget(self.steps, runs, "timesteps")
         self.until_w = d.common_budget(self.steps, runs, "wall_time_s")
-        self.until_cpu = d.cpu_seconds_compared(self.steps, runs, MIN_CPU_COMPARED_S)
+        # runs budgeted in CPU-seconds read the meter at every step: no least point needed
+        least = 0.0 if answer_mod.cpu_led(runs) else MIN_CPU_COMPARED_S
+        self.until_cpu = d.cpu_seconds_compared(self.steps, runs, least)
         runs[SCORE_T] = d.scores_at(self.steps, runs, "timesteps", self.until_t)
         runs[SCORE_W] = d.scores_at(self.steps, runs, "wall_time_s", self.until_w)
         runs[SCORE_CPU] = d.scores_at(self.steps, runs, "cpu_seconds", self.until_cpu)
@@ -118,16 +123,10 @@ class ReportBuilder:
         return True
 
     # -- helpers -------------------------------------------------------------------------
-    def _group_stats(self, frame: pd.DataFrame, env: str) -> dict[str, stats.GroupStats]:
-        rows = frame[frame["env"] == env] if len(frame) else frame
-        fields = list(stats.GroupStats.__dataclass_fields__)
-        result = {
-            str(row[d.GROUP]): stats.GroupStats(**{f: row[f] for f in fields})
-            for _, row in rows.iterrows()
-        }
-        for group in self.runs.loc[self.runs["env"] == env, d.GROUP].unique():
-            result.setdefault(str(group), stats.group_stats([]))
-        return result
+    def _group_scores(self, column: str, env: str) -> dict[str, np.ndarray]:
+        """Per group of ``env``: its runs' ``column`` scores (NaN where a run has none)."""
+        runs = self.runs[self.runs["env"] == env]
+        return {str(g): f[column].to_numpy(float) for g, f in runs.groupby(d.GROUP, sort=True)}
 
     def _other_differences(self, env: str, x: str, y: str) -> str:
         """Headline settings besides the factor that differ between groups x and y."""
@@ -362,7 +361,9 @@ class ReportBuilder:
         return sections
 
     def grid_text(self, env: str, algo: str, column: str) -> str:
-        """``best sigma=0.05 (mean 480.2, n=2) of 0.05, 0.2`` for one grid."""
+        """``best sigma=0.05 (mean 480.2, n=3) of 0.05, 0.2; difference to sigma=0.2 ...``
+        for one grid: a best value only where the interval of the difference of its mean
+        and the runner-up's excludes 0, else ``no setting is distinguishable``."""
         mine = self.runs[(self.runs["env"] == env) & (self.runs["algo"] == algo)]
         values = pd.to_numeric(mine[column])
         means = mine.groupby(values)[SCORE_T].agg(["mean", "count"]).dropna()
@@ -370,23 +371,54 @@ class ReportBuilder:
         listed = ", ".join(f"{v:g}" for v in sorted(values.unique()))
         if means.empty:
             return f"{name} of {listed}, no scores at the common budget"
-        best = means["mean"].idxmax()
-        row = means.loc[best]
-        return f"best {name}={best:g} (mean {row['mean']:.1f}, n={int(row['count'])}) of {listed}"
+        ranked = means.sort_values("mean", ascending=False)
+        best, row = ranked.index[0], ranked.iloc[0]
+        said = f"{name}={best:g} (mean {row['mean']:.1f}, n={int(row['count'])})"
+        if len(ranked) < 2:
+            return f"only {said} has scores, of {listed}"
+        second = ranked.index[1]
+        diff = stats.difference(
+            mine.loc[values == best, SCORE_T], mine.loc[values == second, SCORE_T]
+        )
+        against = f"{diff.text()} to {name}={second:g} (mean {ranked.iloc[1]['mean']:.1f})"
+        if diff.sign > 0:
+            return f"best {said} of {listed}; {against} excludes 0"
+        return f"no setting of {listed} is distinguishable: the highest mean is {said}, {against}"
 
     # -- sections ------------------------------------------------------------------------
-    def result(self, curve: Section) -> Section:
-        """The report's opening: one generated conclusion per env, the main curve beside
-        the scores at the common budget; warnings and details follow it."""
+    def result(self, curve: Section, cpu_curve: Section | None = None) -> Section:
+        """The report's opening: the answer (:mod:`harness.report.answer`: the best ES
+        against the best RL on every axis), one generated conclusion per env, the main
+        curve beside the scores at the common budget (CPU-seconds where every run was
+        budgeted in them); warnings and details follow it."""
         section = Section(RESULT_TITLE)
-        section.paragraphs.append(
-            "One line per env, generated from the numbers below: who leads at equal "
-            "timesteps (the common budget), wall-clock and CPU-seconds (where every run "
-            "measured them), every group ranked. A lead is called only when the 95% "
-            f"intervals do not overlap (none below {stats.MIN_RUNS_INTERVAL} runs); groups at "
-            "or above the env's threshold tie on score, and the one that got there first is "
-            "named. Wall-clock holds only for the machine and load named under Warnings."
-        )
+        answer_lines, answer_table = answer_mod.answer(self, self.compare)
+        cpu_first = answer_mod.cpu_led(self.runs)
+        section.paragraphs += [
+            "**The answer, per env: the best ES against the best RL** (each family's group "
+            "with the best mean score at equal "
+            + ("CPU-seconds" if cpu_first else "timesteps")
+            + ", families as their algorithms declare them), at equal "
+            + ("CPU-seconds, timesteps" if cpu_first else "timesteps, CPU-seconds")
+            + " and, where the pair's runs share a machine, wall-clock: each at the largest "
+            "point every run of the pair reached (on CPU-seconds the cheapest run's whole "
+            "budget), with the 95% interval of the difference of the means (bootstrap) and "
+            "P(X > Y); inconclusive where the interval spans 0. A run with no evaluation "
+            "close to a point is read at its first evaluation after it (more compute, in "
+            "its favour): a lead it gains only so is not called.",
+            "\n".join(answer_lines),
+            "**Every group**, one line per env: who leads at equal timesteps (the common "
+            "budget), wall-clock and CPU-seconds (where every run measured them"
+            + ("" if cpu_first else f", from {MIN_CPU_COMPARED_S:g} CPU-seconds in common")
+            + "), every group ranked. "
+            "A group leads (bold) only where the 95% interval of the difference of its mean "
+            f"and the runner-up's excludes 0 (none below {stats.MIN_RUNS_INTERVAL} runs); "
+            "groups at or above the env's threshold tie on score, and the one that got there "
+            "first is named. Wall-clock holds only for the machine and load named under "
+            "Warnings.",
+        ]
+        if len(answer_table):
+            section.tables.append(("The answer's numbers.", answer_table))
         lines = []
         for env in sorted(self.runs["env"].astype(str).unique()):
             parts = []
@@ -401,7 +433,7 @@ class ReportBuilder:
             if env in self.until_t:
                 parts.append(
                     stats.lead_text(
-                        self._group_stats(self.stats_t, env),
+                        self._group_scores(SCORE_T, env),
                         f"at the common budget of {_short(self.until_t[env])} timesteps",
                         **tie,  # type: ignore[arg-type]
                     )
@@ -409,7 +441,7 @@ class ReportBuilder:
             if env in self.until_w:
                 parts.append(
                     stats.lead_text(
-                        self._group_stats(self.stats_w, env),
+                        self._group_scores(SCORE_W, env),
                         f"at the common wall-clock of {self.until_w[env]:.1f} s",
                         **tie,  # type: ignore[arg-type]
                     )
@@ -417,11 +449,13 @@ class ReportBuilder:
             if env in self.until_cpu:
                 parts.append(
                     stats.lead_text(
-                        self._group_stats(self.stats_cpu, env),
+                        self._group_scores(SCORE_CPU, env),
                         f"at the common {self.until_cpu[env]:.1f} CPU-seconds",
                         **tie,  # type: ignore[arg-type]
                     )
                 )
+            if cpu_first and env in self.until_cpu:
+                parts.insert(0, parts.pop())
             if not parts:
                 parts.append("no run logged an evaluation.")
             caveats = self._caveats(env)
@@ -440,8 +474,18 @@ class ReportBuilder:
                 for env, algo, column in grids
             ]
         section.paragraphs.append("\n".join(lines))
-        section.images += curve.images[:1]
-        if not self.stats_t.empty:
+        if cpu_first and cpu_curve is not None and cpu_curve.images:
+            section.images += cpu_curve.images[:1]
+            budgets = ", ".join(f"{env}: {v:.1f}" for env, v in self.until_cpu.items())
+            section.tables.append(
+                (
+                    f"Scores at the common CPU-seconds ({budgets}): every run was budgeted in "
+                    "CPU-seconds. " + d.caption(self.runs),
+                    tables.score_table(self.stats_cpu),
+                )
+            )
+        elif not self.stats_t.empty:
+            section.images += curve.images[:1]
             section.tables.append(
                 (
                     "Scores at the common budget (details in "
@@ -449,6 +493,8 @@ class ReportBuilder:
                     tables.score_table(self.stats_t),
                 )
             )
+        else:
+            section.images += curve.images[:1]
         if self.threshold is not None:
             envs = sorted(self.runs["env"].astype(str).unique())
             section.tables.append(
@@ -604,11 +650,17 @@ class ReportBuilder:
         section = Section(title)
         until = {"timesteps": self.until_t, "cpu_seconds": self.until_cpu}.get(x, self.until_w)
         anchors = self.anchors if x == "timesteps" else None
+        runs = self.runs
         if x == "cpu_seconds" and not until:
-            section.paragraphs.append("Not drawn: " + self.cpu_not_drawn())
-            return section
-        # an env whose CPU-seconds are not compared has no panel on that axis
-        runs = self.runs[self.runs["env"].isin(until)] if x == "cpu_seconds" else self.runs
+            # no aggregate at a common point: each run's curve whole, and the answer compares
+            # the families at the cheapest run's budget
+            section.paragraphs.append(
+                "No aggregate curve: " + self.cpu_not_drawn() + " Each run is drawn whole; "
+                f"the answer in [{RESULT_TITLE}](#{slug(RESULT_TITLE)}) compares the best ES and "
+                "the best RL at the cheapest run's budget."
+            )
+        elif x == "cpu_seconds":  # an env whose CPU-seconds are not compared has no panel
+            runs = self.runs[self.runs["env"].isin(until)]
         fig = plots.eval_curve_figure(self.steps, runs, x, until=until, anchors=anchors)
         if not self.figure(section, fig, name, title):
             section.paragraphs.append("No run logged an evaluation.")
@@ -1037,6 +1089,7 @@ def build_report(
     sweep: str | None = None,
     where: Sequence[str] | Mapping[str, Any] = (),
     threshold: float | None = None,
+    compare: Sequence[str] = (),
 ) -> Path:
     """Write the report for the runs under ``paths`` into ``out``; return ``report.md``'s path.
 
@@ -1046,7 +1099,8 @@ def build_report(
     settings equal to typed values); one that leaves no run raises :class:`ReportError`
     naming it. ``threshold``: a return level of the user's own; the result then gives,
     per group, the timesteps, wall-clock and CPU-seconds to first reach it, and groups
-    at or above it tie on score.
+    at or above it tie on score. ``compare``: two groups (labels, or algorithms with one
+    group on an env) the answer also sets against each other on every axis.
 
     ``map_method`` is ``pca`` (default, fast) or ``umap``; ``note`` is a paragraph of the
     report's own (what the runs are, how they were made) placed after its result. ``replay``:
@@ -1064,6 +1118,8 @@ def build_report(
         raise ReportError(str(error)) from None
     if threshold is not None and not math.isfinite(float(threshold)):
         raise ReportError(f"--threshold {threshold}: expected a finite return level")
+    if compare and len(compare) != 2:
+        raise ReportError(f"--compare takes two groups, got {len(compare)}")
 
     # every run's config is completed again below: a module its record names is imported
     # only once import_recorded_modules has allowed it (harness.user_modules)
@@ -1081,6 +1137,7 @@ def build_report(
             tuple(imports),
             chosen,
             None if threshold is None else float(threshold),
+            tuple(compare),
         )
 
 
@@ -1143,6 +1200,7 @@ def _report_command(
     imports: Sequence[str] = (),
     chosen: filter_mod.Filters | None = None,
     threshold: float | None = None,
+    compare: Sequence[str] = (),
 ) -> str:
     """The ``harness report`` command line that draws this report again, every flag given
     (the filters and the threshold included: without them it draws other runs)."""
@@ -1152,6 +1210,8 @@ def _report_command(
         parts += chosen.flags()
     if threshold is not None:
         parts.append(f"--threshold {threshold:g}")
+    if compare:
+        parts.append("--compare " + " ".join(map(shlex.quote, compare)))
     if title:
         parts.append(f"--title {shlex.quote(title)}")
     if note:
@@ -1180,6 +1240,7 @@ def _build_report(
     imports: tuple[str, ...] = (),
     chosen: filter_mod.Filters | None = None,
     threshold: float | None = None,
+    compare: tuple[str, ...] = (),
 ) -> Path:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -1215,11 +1276,29 @@ def _build_report(
     if (out / "report.md").exists():
         for stale in out.glob("*.png"):
             stale.unlink()
-    builder = ReportBuilder(selected, out, map_runs, map_method, anchors, threshold)
+    builder = ReportBuilder(selected, out, map_runs, map_method, anchors, threshold, compare)
     runs = builder.runs
+    for name in compare:
+        envs = runs["env"].astype(str).unique()
+        if all(answer_mod.resolve(builder, env, name) is None for env in envs):
+            raise ReportError(
+                f"--compare {name}: no group of that label, nor an algorithm with one group on "
+                f"an env (groups: {', '.join(sorted(runs[d.GROUP].astype(str).unique()))})"
+            )
 
     command = _report_command(
-        paths, out, title, map_runs, statuses, map_method, note, replay, imports, chosen, threshold
+        paths,
+        out,
+        title,
+        map_runs,
+        statuses,
+        map_method,
+        note,
+        replay,
+        imports,
+        chosen,
+        threshold,
+        compare,
     )
     intro = [
         *([note] if note else []),
@@ -1270,6 +1349,9 @@ def _build_report(
         )
 
     curve = builder.curves("timesteps", "eval_vs_timesteps.png", CURVE_TITLE)
+    cpu_curve = builder.curves(
+        "cpu_seconds", "eval_vs_cpu_seconds.png", "Evaluation return against CPU-seconds"
+    )
     sections = [
         builder.scores_common(),
         *builder.hyperparameter_sections(),
@@ -1281,9 +1363,7 @@ def _build_report(
         builder.curves(
             "wall_time_s", "eval_vs_wallclock.png", "Evaluation return against wall-clock"
         ),
-        builder.curves(
-            "cpu_seconds", "eval_vs_cpu_seconds.png", "Evaluation return against CPU-seconds"
-        ),
+        cpu_curve,
         builder.fitness(),
         builder.profiles(),
         builder.episodes(),
@@ -1307,7 +1387,7 @@ def _build_report(
         warnings=audit.machine_warnings(runs)
         + audit.budget_warnings(runs)
         + audit.flat_fitness_warnings(selected.steps, runs),
-        lead=[builder.result(curve)],
+        lead=[builder.result(curve, cpu_curve)],
     )
     (out / "report.md").write_text(to_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc, out), encoding="utf-8")

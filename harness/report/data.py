@@ -122,6 +122,16 @@ def caption(runs: pd.DataFrame, extra: str = "") -> str:
     return " · ".join(p for p in parts if p)
 
 
+@lru_cache(maxsize=64)
+def episodes_knob_applies(algo: Any) -> bool:
+    """Whether ``k`` (episodes per fitness) is a knob of this algorithm: of every family
+    but RL, by the family the algorithm declares; an algorithm this process does not
+    know keeps it."""
+    from algorithms.registry import family_of
+
+    return family_of(algo) != "rl"
+
+
 def varying(runs: pd.DataFrame, column: str) -> bool:
     """Whether ``column`` takes two or more values among the runs that recorded it.
 
@@ -140,6 +150,8 @@ NOT_SETTINGS = frozenset(
         "seed",
         "sweep",
         "tuned",
+        "defaults",
+        "defaults_sha256",
         "ray_address",
         "checkpoint_every",
         "checkpoint_every_seconds",
@@ -223,11 +235,12 @@ def add_groups(
     """Add a ``group`` column: one group per configuration (all settings but the seed).
 
     The label is the algorithm, plus ``k=`` / ``w=`` where those vary among the
-    runs of an env, plus ``key=value`` for any other setting that tells apart two
-    configurations of one algorithm (policy, population, budget, parameter count,
-    reward transform, ...), even one that changes only together with k or W, so runs
-    of different configurations are never averaged together and a label names what
-    sets its group apart.
+    runs of an env (``k=`` only on algorithms of a family that has the knob, never
+    RL: :func:`episodes_knob_applies`), plus ``key=value`` for any other setting that
+    tells apart two configurations of one algorithm (policy, population, budget,
+    parameter count, reward transform, ...), even one that changes only together with
+    k or W, so runs of different configurations are never averaged together and a label
+    names what sets its group apart.
     ``settings`` are the columns that define a configuration
     (:func:`settings_columns`); without them groups are algorithm, k and w.
     ``recorded`` maps a run to the columns its config has: a key some runs lack
@@ -263,10 +276,14 @@ def add_groups(
         return _shortest_distinct(pd.Series(out, index=frame.index, dtype=object))
 
     for _, env_runs in runs.groupby("env", sort=False):
-        extra = [c for c in ("episodes_per_fitness", "workers") if varying(env_runs, c)]
+        # k is an ES knob: shown where it varies among the runs it applies to, and only on
+        # their labels (an RL group is never "ppo k=1"); the family decides, not the name
+        has_k = env_runs["algo"].map(episodes_knob_applies).astype(bool)
+        extra = [c for c in ("workers",) if varying(env_runs, c)]
         base = env_runs["algo"].astype(str)
-        if "episodes_per_fitness" in extra:
-            base = base + env_runs["episodes_per_fitness"].map(lambda k: f" k={int(k)}")
+        if varying(env_runs[has_k], "episodes_per_fitness"):
+            k_part = env_runs["episodes_per_fitness"].map(lambda k: f" k={int(k)}")
+            base = base + k_part.where(has_k, "")
         if "workers" in extra:
             base = base + env_runs["workers"].map(lambda w: f" w={int(w)}")
         for label, same in env_runs.groupby(base, sort=False):

@@ -17,7 +17,7 @@ A run directory may come from someone else (docs/trust.md), and its fields (``ho
   read as a formula (a leading ``= + - @``, tab or carriage return) prefixed with ``'``
   (OWASP's CSV-injection advice); numbers, and strings that are plain numbers, unchanged.
 
-Ordinary values (``optimes [sigma=0.05]``, ``LunarLanderContinuous-v3``, ``ppo k=1``)
+Ordinary values (``optimes [sigma=0.05]``, ``LunarLanderContinuous-v3``, ``cma k=5``)
 pass unchanged: only what can change a document's structure is escaped.
 """
 

@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from harness.bench import project as model
 from harness.report.plots import (
@@ -191,10 +191,7 @@ def figure(chosen: Sequence[Panel], best_only: bool = False) -> Figure | None:
             _draw_algorithms(ax, panel)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xticks(panel.cores, [f"{c:,}" for c in panel.cores], fontsize=8)
-        ax.minorticks_off()
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.4g}"))
+        label_every_tick(ax, panel.cores, ax.get_ylim())
         ax.set_xlabel("cores")
         ax.set_ylabel(f"seconds to reach {panel.target:.4g}")
         ax.set_title(f"{panel.env}: R = {panel.target:.4g}", fontsize=10)
@@ -214,6 +211,36 @@ def figure(chosen: Sequence[Panel], best_only: bool = False) -> Figure | None:
         "update and messages; RL: rollouts over min(cores, n_envs) envs, updates serial."
     )
     return finish(fig, f"{TITLE}: time to the same score", note)
+
+
+def log_ticks(low: float, high: float, least: int = 4) -> list[float]:
+    """Ticks for a log axis spanning ``low`` to ``high``: the sparsest of 1, 1-2-5,
+    1-2-3-5-7 and 1-9 per decade giving at least ``least`` ticks from the one at or
+    below ``low`` to the one at or above ``high`` (those two included)."""
+    low, high = max(low, 1e-12), max(high, low)
+    first, last = math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1
+    inside: list[float] = []
+    for subs in ((1,), (1, 2, 5), (1, 2, 3, 5, 7), (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = sorted(m * 10.0**e for e in range(first, last + 1) for m in subs)
+        below = max(t for t in ticks if t <= low * (1 + 1e-9))
+        above = min(t for t in ticks if t >= high * (1 - 1e-9))
+        inside = [t for t in ticks if below <= t <= above]
+        if len(inside) >= least:
+            break
+    return inside
+
+
+def label_every_tick(ax: Axes, cores: Sequence[int], seconds: tuple[float, float]) -> None:
+    """Ticks of a cores (x) against seconds (y) log-log axis, each one labelled: every
+    core count listed, and :func:`log_ticks` over ``seconds`` (the axis spans them); no
+    minor ticks, which a log axis draws unlabelled."""
+    ax.set_xticks(list(cores), [f"{c:,}" for c in cores], fontsize=8)
+    ax.xaxis.set_minor_locator(NullLocator())
+    ticks = log_ticks(*seconds)
+    ax.set_ylim(ticks[0], ticks[-1])
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.4g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
 
 
 def _style(family: str) -> str:
@@ -281,6 +308,9 @@ def table(chosen: Sequence[Panel]) -> pd.DataFrame:
                 row[_cores(c)] = cell
             row["measured"] = (
                 ", ".join(f"{_seconds(s)} at W={w}" for w, s, _, _ in item.measured) or "—"
+            )
+            row["start-up (least of runs)"] = (
+                f"{item.startup:.2f} s" if item.startup is not None else "—"
             )
             rows.append(row)
     return pd.DataFrame(rows)

@@ -26,7 +26,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from harness.report.data import BREAKDOWN_PREFIX, GROUP, caption
+from harness.report.data import BREAKDOWN_PREFIX, GROUP, caption, episodes_knob_applies
 from harness.report.plots import PALETTE, apply_style, finish
 from harness.report.tables import fmt
 
@@ -70,7 +70,7 @@ def scaling_frame(runs: pd.DataFrame) -> pd.DataFrame:
         base = float(group.loc[group["workers"] == w0, "steps_per_s"].mean())
         frame = group.drop(columns="_configuration", errors="ignore")
         env, algo, k = key[0], key[1], int(key[2])
-        label = f"{algo} k={k}"
+        label = f"{algo} k={k}" if episodes_knob_applies(algo) else str(algo)
         if usable["env"].nunique() > 1:
             label += f" {env}"
         if series_count > 1 and usable["backend"].nunique() > 1:

@@ -70,8 +70,8 @@ FLAG_KEYS = (
 #: Flags not spelled as their key.
 FLAG_SPELLINGS = {"imports": "--import"}
 #: Never part of a command: the sweep name and a tuning study's provenance are labels, not
-#: knobs of ``harness run``.
-NOT_COMMAND = ("sweep", "tuned")
+#: knobs of ``harness run``; a user's defaults file may be gone, so its values are --set.
+NOT_COMMAND = ("sweep", "tuned", "defaults", "defaults_sha256")
 
 
 def import_recorded_modules(
@@ -231,7 +231,11 @@ def headline(
         "n_envs (RL)": n_envs_text,
         "reward transform": str(transform) if _present(transform) else "none",
         "evaluation": f"{_number(config.get('eval_episodes'))} episodes every "
-        f"{_number(config.get('eval_every_timesteps'))} timesteps",
+        + (
+            f"{_number(config.get('eval_every_cpu_seconds'))} CPU-s"
+            if _present(config.get("eval_every_cpu_seconds"))
+            else f"{_number(config.get('eval_every_timesteps'))} timesteps"
+        ),
         "budget": budget_text(config),
         # provenance of settings taken from a tuning study (a sweep file's `tuned:`)
         "tuned": str(config["tuned"]) if _present(config.get("tuned")) else "—",

@@ -14,8 +14,9 @@ The rule (stated in every report):
   algorithm, the episodes per fitness k, or the workers W) or, all three equal, in
   exactly one other setting (a hyperparameter of a grid such as sigma), its interval
   only when both sides have at least 3 runs;
-* a **lead** is called only when the leader's and the runner-up's intervals do not
-  overlap; otherwise the conclusion says "inconclusive at n=...";
+* a **lead** (and bold) is called only where the 95% interval of the difference of the
+  leader's and the runner-up's means (:func:`difference`: a bootstrap of each side's runs,
+  resampled apart) excludes 0; otherwise the conclusion says "inconclusive at n=...";
 * a **tie on score** is called when both are at or above the env's threshold (or
   share the same best score, a ceiling such as CartPole's 500): a difference there
   is not a better solution, so the conclusion names the group that reached the level
@@ -31,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -55,7 +56,8 @@ RULE_TEXT = (
     f"{BOOTSTRAP_REPS} resamples, rliable) only for groups of at least {MIN_RUNS_INTERVAL} runs, "
     f"the IQM (interquartile mean) only with at least {MIN_RUNS_IQM}; smaller groups show "
     f'"{N_TOO_SMALL}" in those cells. P(X > Y) is listed only for pairs on the same env that '
-    "differ in one factor (algorithm, k or W) or only in one hyperparameter."
+    "differ in one factor (algorithm, k or W) or only in one hyperparameter. A group leads "
+    "(bold) only where the 95% interval of the difference of the two means excludes 0."
 )
 
 
@@ -365,11 +367,82 @@ def probability_of_improvement(
 # -- conclusions ------------------------------------------------------------------------
 
 
-def overlap(a: GroupStats, b: GroupStats) -> bool | None:
-    """Whether the two groups' mean intervals overlap; None when either has no interval."""
-    if not (a.has_interval and b.has_interval):
-        return None
-    return not (a.mean_low > b.mean_high or b.mean_low > a.mean_high)
+@dataclass(frozen=True)
+class Difference:
+    """X's mean score minus Y's with its 95% interval (stratified bootstrap, each side's runs
+    resampled apart), and P(X > Y) with its interval; intervals NaN below
+    :data:`MIN_RUNS_INTERVAL` runs a side."""
+
+    n_x: int
+    n_y: int
+    mean_x: float
+    mean_y: float
+    low: float
+    high: float
+    poi: float
+    poi_low: float
+    poi_high: float
+
+    @property
+    def value(self) -> float:
+        return self.mean_x - self.mean_y
+
+    @property
+    def has_interval(self) -> bool:
+        return not math.isnan(self.low)
+
+    @property
+    def sign(self) -> int:
+        """1 where X is ahead (the interval above 0), -1 where Y is, 0 otherwise (the
+        interval spans 0, or there is none)."""
+        return 1 if self.low > 0 else -1 if self.high < 0 else 0
+
+    def text(self, digits: int = 1) -> str:
+        """``difference +3.2 [1.1, 5.0]``, or ``difference +3.2 (no interval at n=2)``."""
+        shown = f"difference {self.value:+.{digits}f}"
+        if math.isnan(self.low):
+            return f"{shown} (no interval at n={min(self.n_x, self.n_y)})"
+        return f"{shown} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"
+
+    def poi_text(self) -> str:
+        """``P(X > Y) 0.89 [0.67, 1.00]`` (the interval where both sides have one)."""
+        shown = f"{self.poi:.2f}"
+        if not math.isnan(self.poi_low):
+            shown += f" [{self.poi_low:.2f}, {self.poi_high:.2f}]"
+        return shown
+
+
+def _difference_and_poi(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.array([float(np.mean(x) - np.mean(y)), poi_statistic(x, y)])
+
+
+def difference(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, seed: int = 0
+) -> Difference:
+    """:class:`Difference` of two groups' finite scores (memoised on them)."""
+
+    def finite(values: Sequence[float] | np.ndarray) -> tuple[float, ...]:
+        array = np.asarray(values, dtype=np.float64)
+        return tuple(float(v) for v in array[np.isfinite(array)])
+
+    return _difference(finite(x), finite(y), seed)
+
+
+@lru_cache(maxsize=1024)
+def _difference(x: tuple[float, ...], y: tuple[float, ...], seed: int) -> Difference:
+    nan = math.nan
+    sx, sy = np.array(x).reshape(-1, 1), np.array(y).reshape(-1, 1)
+    if not (sx.size and sy.size):
+        mean_x = float(sx.mean()) if sx.size else nan
+        mean_y = float(sy.mean()) if sy.size else nan
+        return Difference(sx.size, sy.size, mean_x, mean_y, nan, nan, nan, nan, nan)
+    points = _difference_and_poi(sx, sy)
+    low = high = poi_low = poi_high = nan
+    if min(sx.size, sy.size) >= MIN_RUNS_INTERVAL:
+        _, intervals = _bootstrap((sx, sy), _difference_and_poi, BOOTSTRAP_REPS, seed)
+        (low, poi_low), (high, poi_high) = intervals.tolist()
+    mean_x, mean_y = float(sx.mean()), float(sy.mean())
+    return Difference(sx.size, sy.size, mean_x, mean_y, low, high, points[1], poi_low, poi_high)
 
 
 @dataclass
@@ -438,7 +511,7 @@ def _compact(value: float) -> str:
 
 
 def lead_text(
-    stats: dict[str, GroupStats],
+    scores: Mapping[str, Sequence[float] | np.ndarray],
     where: str,
     digits: int = 1,
     level: float | None = None,
@@ -446,9 +519,11 @@ def lead_text(
     time_to: Callable[[float], dict[str, TimeTo]] | None = None,
     said: set[str] | None = None,
 ) -> str:
-    """One caveated sentence: who leads ``where`` (e.g. "at 40k timesteps"), and whether
-    the intervals let one say so; every other group follows with its mean, so no
-    algorithm drops out of the conclusion. Groups without a score there are named.
+    """One caveated sentence: who leads ``where`` (e.g. "at 40k timesteps") among the groups
+    of ``scores`` (group -> its runs' scores there), and whether the interval of the
+    difference of the two best means lets one say so (:func:`difference`: a lead, in bold,
+    only where it excludes 0); every other group follows with its mean, so no algorithm
+    drops out of the conclusion. Groups without a score there are named.
 
     The tie rule: where the leader and the runner-up are both at or above ``level`` (the
     env's threshold, ``level_name`` naming it) or share the best mean (a ceiling), the
@@ -456,6 +531,7 @@ def lead_text(
     ``time_to(level)`` (per group, see :class:`TimeTo`): a solved task is not solved
     better by scoring 10.65 instead of 10.5. ``said``: the "got there first" clauses
     already written (shared by one env's lines, so the clause is not repeated)."""
+    stats = {group: group_stats(values) for group, values in scores.items()}
     ranked = sorted(((g, s) for g, s in stats.items() if s.n > 0), key=lambda item: -item[1].mean)
     absent = sorted(g for g, s in stats.items() if s.n == 0)
     tail = f" No score by then for {', '.join(absent)}." if absent else ""
@@ -498,31 +574,21 @@ def lead_text(
             text += " Then " + ", ".join(mean_of(item) for item in rest) + "."
         return text + tail
     (first, a), (second, b) = ranked[0], ranked[1]
-    text = (
-        f"{where}: **{first}** leads (mean {a.mean:.{digits}f}, n={a.n}) ahead of {second} "
-        f"(mean {b.mean:.{digits}f}, n={b.n})"
-    )
     rest_text = ""
     if len(ranked) > 2:
         rest_text = " Then " + ", ".join(mean_of(item) for item in ranked[2:]) + "."
-    verdict = overlap(a, b)
+    diff = difference(scores[first], scores[second])
     smallest = min(a.n, b.n)
-    if verdict is None:
+    if diff.sign > 0:
         return (
-            text + f"; no intervals at n={smallest}: inconclusive at n={smallest}.{rest_text}{tail}"
+            f"{where}: **{first}** leads (mean {a.mean:.{digits}f}, n={a.n}) ahead of {second} "
+            f"(mean {b.mean:.{digits}f}, n={b.n}); {diff.text(digits)} excludes 0: {first} "
+            f"ahead at n={smallest}.{rest_text}{tail}"
         )
-    bounds = (
-        f"[{a.mean_low:.{digits}f}, {a.mean_high:.{digits}f}] vs "
-        f"[{b.mean_low:.{digits}f}, {b.mean_high:.{digits}f}]"
-    )
-    if verdict:
-        return (
-            text + f"; 95% intervals overlap ({bounds}): inconclusive at n={smallest}."
-            f"{rest_text}{tail}"
-        )
+    spans = " spans 0" if diff.has_interval else ""
     return (
-        text + f"; 95% intervals do not overlap ({bounds}): {first} ahead at n={smallest}."
-        f"{rest_text}{tail}"
+        f"{where}: {mean_of(ranked[0])} and {mean_of(ranked[1])} are not told apart "
+        f"({diff.text(digits)}{spans}): inconclusive at n={smallest}.{rest_text}{tail}"
     )
 
 
@@ -608,3 +674,62 @@ def profile_scores(
         for env, (low, high, how) in bounds.items()
     )
     return scores, taus, with_intervals, note
+
+
+# -- evaluation noise and a level above it ----------------------------------------------------
+
+#: A return level means something where it sits at least this many noise units (see
+#: :func:`evaluation_noise`) above the runs' first evaluations: a run at its start then
+#: clears it by chance in about one evaluation in forty.
+NOISE_UNITS = 2.0
+
+
+def evaluation_noise(steps: pd.DataFrame, runs: pd.DataFrame, last: int = 3) -> float:
+    """How far one evaluation's mean return moves by chance, from the runs' own evaluations:
+    the larger of the standard error of one evaluation (the median over evaluations of
+    ``eval_return_std`` over the root of the run's ``eval_episodes``) and the spread between
+    a run's last ``last`` evaluations (the median over runs of their standard deviation,
+    which also holds the policy's drift on its plateau). NaN where neither is known."""
+    if "eval_return_mean" not in steps:
+        return math.nan
+    evals = steps[steps["eval_return_mean"].notna() & steps["run"].isin(set(runs["run"]))]
+    errors = []
+    if "eval_return_std" in evals and "eval_episodes" in runs:
+        episodes = pd.to_numeric(runs.set_index("run")["eval_episodes"], errors="coerce")
+        per = evals["eval_return_std"] / np.sqrt(evals["run"].map(episodes).clip(lower=1))
+        errors = per.dropna().to_numpy(float).tolist()
+    order = "timesteps" if "timesteps" in evals else "step"
+    tails = evals.sort_values(["run", order], kind="stable").groupby("run").tail(last)
+    spreads = tails.groupby("run")["eval_return_mean"].std(ddof=1).dropna()
+    parts = [float(np.median(v)) for v in (errors, spreads.to_numpy(float)) if len(v)]
+    return max(parts) if parts else math.nan
+
+
+def noisy_level_warning(level: float, first: float, noise: float, what: str) -> str | None:
+    """A warning where ``level`` sits less than :data:`NOISE_UNITS` noise units above
+    ``first`` (the runs' first evaluations, median): a first crossing of it may be noise."""
+    if not all(math.isfinite(v) for v in (level, first, noise)):
+        return None
+    margin = level - first
+    if margin >= NOISE_UNITS * noise:
+        return None
+    return (
+        f"{what} {level:.4g} is {margin:+.3g} from the runs' first evaluations (median "
+        f"{first:.4g}), inside the evaluation noise ({NOISE_UNITS:g} x {noise:.3g}: the larger "
+        "of one evaluation's standard error and the spread of a run's last evaluations): a "
+        "first crossing of it may be noise; confirmations (`--target-return` with "
+        "`confirm_episodes`) or more evaluation episodes tell"
+    )
+
+
+def default_level(first: float, best: float, noise: float, fraction: float) -> float:
+    """``fraction`` of the way from ``first`` (the runs' first evaluations, median) to
+    ``best`` (a final score every family reaches), raised to at least :data:`NOISE_UNITS`
+    noise units above ``first`` (so a run's first evaluation does not clear it by chance);
+    NaN where ``best`` is not above ``first``."""
+    if not (math.isfinite(first) and math.isfinite(best)) or best <= first:
+        return math.nan
+    level = first + fraction * (best - first)
+    if math.isfinite(noise):
+        level = max(level, first + NOISE_UNITS * noise)
+    return level

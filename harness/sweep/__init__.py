@@ -7,6 +7,8 @@ combination is one *cell*, one Sacred run::
     description: >                  # optional free text (reports quote it)
       What this sweep compares and at what budget.
     imports: [mypkg.envs]           # optional: modules of your own (as harness run --import)
+    defaults: my_defaults.yaml      # optional: per-env defaults of your own (as harness run
+                                    # --defaults; a relative path is from this file's folder)
     grid:                           # each entry a list (a single value is a list of one)
       algo: [optimes, cma]          # required
       env: [CartPole]               # required
@@ -58,13 +60,14 @@ shrink a shipped study to this machine without editing it, e.g.
 
 Resumption. A cell is *done* when the runs directory holds a ``COMPLETED``
 run whose config equals the cell's completed config on every key except
-``ray_address`` (where a run executed is not what it computed) and ``tuned`` (the
-provenance text of tuned settings; the settings themselves count) and the knobs
+``ray_address`` (where a run executed is not what it computed), ``tuned`` and
+``defaults`` (the provenance of tuned settings and of a defaults file; the settings
+themselves count) and the knobs
 its algorithm does not use; keys only one of the two has (a knob added to the
 harness since) are not compared. The sweep name
 is part of that comparison, so a run is reused only by the sweep that made
-it; editing a hyperparameter, a budget or ``experiments/defaults.yaml`` makes
-the affected cells run again. ``FAILED``, ``INTERRUPTED`` and stale
+it; editing a hyperparameter, a budget, ``experiments/defaults.yaml`` or the
+file's ``defaults:`` file makes the affected cells run again. ``FAILED``, ``INTERRUPTED`` and stale
 ``RUNNING`` runs do not count, nor a ``COMPLETED`` one whose ``metrics.json``
 was cut short. A cell whose newest unfinished run is ``INTERRUPTED`` (or
 ``RUNNING`` with its process gone: its ``.run.lock`` flock is free) and has a

@@ -12,7 +12,12 @@ in order:
 2. ``plan``: the CPU-seconds per timestep the benchmark plan estimates for the algorithm
    on the env (``cost_cpu_s`` in ``experiments/benchmark.yaml``), shared out over the
    cell's workers;
-3. ``default``: :data:`DEFAULT_CELL_S` per cell, said as such.
+3. ``mean``: no run of its kind has finished and the plan says nothing: the finished runs
+   of every kind pooled (seconds per timestep times the budget, else seconds per run), a
+   guess the bar says is one (``ppo guessed from other cells``);
+4. ``default``: ``default_s`` per cell where one is given (none by default);
+5. ``unknown``: nothing finished yet to compare with; the bar says ``ETA unknown`` rather
+   than a figure that would be off by the ratio of the kinds' costs.
 
 A ``time_limit`` caps every estimate; each cell adds :data:`START_S` for its process's
 start-up. The ETA is the estimate of the cells not finished, less the time the running
@@ -29,7 +34,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-#: Seconds assumed for a cell when neither a measurement nor the plan says anything.
+#: A stated per-cell default some callers pass as ``default_s`` (the sweep's bar passes
+#: none: a cell with nothing comparable finished has an unknown cost).
 DEFAULT_CELL_S = 60.0
 #: Seconds a cell's process takes to start (imports, the run record) besides training.
 START_S = 3.0
@@ -37,14 +43,22 @@ START_S = 3.0
 PLAN_FILE = Path(__file__).resolve().parents[2] / "experiments" / "benchmark.yaml"
 
 Key = tuple[str, str]  # (algorithm, env)
+#: The source of a cell's cost when nothing comparable has finished.
+UNKNOWN = "unknown"
+#: The source of a cost guessed from finished cells of other kinds.
+MEAN = "mean"
 
 
 @dataclass(frozen=True)
 class CellCost:
     """A cell's estimated seconds and where the figure comes from."""
 
-    seconds: float
-    source: str  # "measured", "plan" or "default"
+    seconds: float  # NaN where the source is "unknown"
+    source: str  # "measured", "plan", "mean", "default" or "unknown"
+
+    @property
+    def known(self) -> bool:
+        return self.source != UNKNOWN
 
 
 @dataclass
@@ -71,6 +85,11 @@ class _Rate:
     def per_run(self) -> float:
         return self.total_s / max(1, self.runs)
 
+    def seconds_for(self, budget: float | None) -> float:
+        """A run of ``budget`` timesteps (None: the mean run)."""
+        rate = self.per_timestep
+        return rate * budget if rate is not None and budget else self.per_run
+
 
 def _key(config: Mapping[str, Any]) -> Key:
     return str(config.get("algo")), str(config.get("env"))
@@ -88,9 +107,11 @@ class CostEstimator:
 
     #: (algorithm, env) -> estimated CPU-seconds per timestep (the plan)
     plan: dict[Key, float] = field(default_factory=dict)
-    default_s: float = DEFAULT_CELL_S
+    #: seconds for a cell nothing else estimates; None: its cost is unknown
+    default_s: float | None = None
     start_s: float = START_S
     _measured: dict[Key, _Rate] = field(default_factory=dict)
+    _pooled: _Rate = field(default_factory=_Rate)
 
     def observe(self, config: Mapping[str, Any], seconds: float, timesteps: Any = None) -> None:
         """A run of this config took ``seconds`` for ``timesteps`` (None: its budget)."""
@@ -98,6 +119,7 @@ class CostEstimator:
             return
         used = _positive(timesteps) or _positive(config.get("timesteps"))
         self._measured.setdefault(_key(config), _Rate()).add(seconds, used)
+        self._pooled.add(seconds, used)
 
     def estimate(self, config: Mapping[str, Any]) -> CellCost:
         """The seconds one cell with this (completed) config is expected to take."""
@@ -106,14 +128,16 @@ class CostEstimator:
         measured = self._measured.get(key)
         cost: CellCost | None = None
         if measured is not None:
-            rate = measured.per_timestep
-            seconds = rate * budget if rate is not None and budget else measured.per_run
-            cost = CellCost(seconds, "measured")
+            cost = CellCost(measured.seconds_for(budget), "measured")
         elif key in self.plan and budget:
             workers = _positive(config.get("workers")) or 1.0
             cost = CellCost(self.plan[key] * budget / workers + self.start_s, "plan")
-        if cost is None:
+        elif self._pooled.runs:
+            cost = CellCost(self._pooled.seconds_for(budget), MEAN)
+        elif self.default_s is not None:
             cost = CellCost(self.default_s, "default")
+        if cost is None:
+            return CellCost(math.nan, UNKNOWN)
         limit = _positive(config.get("time_limit"))
         if limit is not None and cost.seconds > limit + self.start_s:
             cost = CellCost(limit + self.start_s, cost.source)
@@ -124,13 +148,39 @@ class CostEstimator:
         waiting: Iterable[Mapping[str, Any]],
         running: Iterable[tuple[Mapping[str, Any], float]],
         jobs: int,
-    ) -> float:
+    ) -> float | None:
         """Seconds until the sweep ends: the waiting cells' estimates plus what the running
-        ones (config, seconds so far) have left, over ``jobs`` cells at once."""
-        total = sum(self.estimate(config).seconds for config in waiting)
-        for config, elapsed in running:
-            total += max(0.0, self.estimate(config).seconds - elapsed)
+        ones (config, seconds so far) have left, over ``jobs`` cells at once; None while
+        any of those cells' cost is unknown."""
+        total = 0.0
+        for config, elapsed in [(c, 0.0) for c in waiting] + list(running):
+            cost = self.estimate(config)
+            if not cost.known:
+                return None
+            total += max(0.0, cost.seconds - elapsed)
         return total / max(1, jobs)
+
+    def describe(
+        self,
+        waiting: Iterable[Mapping[str, Any]],
+        running: Iterable[tuple[Mapping[str, Any], float]],
+        jobs: int,
+    ) -> str:
+        """The bar's ETA text: ``ETA ~4m05s (measured/plan)``, ``ETA ~2m (measured; ppo
+        guessed from other cells)``, ``ETA unknown (no cell finished yet)`` or
+        ``ETA ~0s (done)``."""
+        waiting, running = list(waiting), list(running)
+        eta = self.remaining(waiting, running, jobs)
+        if eta is None:
+            return "ETA unknown (no cell finished yet)"
+        configs = waiting + [config for config, _ in running]
+        costs = [(config, self.estimate(config)) for config in configs]
+        sources = sorted({cost.source for _, cost in costs if cost.source != MEAN})
+        guessed = sorted({_key(config)[0] for config, cost in costs if cost.source == MEAN})
+        said = "/".join(sources)
+        if guessed:
+            said += ("; " if said else "") + f"{', '.join(guessed)} guessed from other cells"
+        return f"ETA ~{format_eta(eta)} ({said or 'done'})"
 
     def observe_runs(self, headers: Iterable[Any]) -> None:
         """Measured rates from completed runs already stored (:class:`RunHeader`)."""

@@ -1,10 +1,11 @@
 """A sweep cell's identity: the knobs that make a stored run the same cell.
 
 See "Resumption" in :mod:`harness.sweep`: the completed config minus
-``ray_address`` and ``tuned`` (the provenance text of tuned settings, whose values
-count as any others) and minus the knobs the algorithm does not use; keys only one
-side has do not count, except an algorithm parameter the stored run predates, which
-matches only at the algorithm's built-in default (what the run did before it existed).
+``ray_address``, ``tuned`` and ``defaults``/``defaults_sha256`` (the provenance of tuned
+settings and of a user's defaults file, whose values count as any others) and minus
+the knobs the algorithm does not use; keys only one side has do not count, except an
+algorithm parameter the stored run predates, which matches only at the algorithm's
+built-in default (what the run did before it existed).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Any
 from harness import schema
 
 #: Config keys left out of a cell's identity (see the package docstring): where a run
-#: executed, and the provenance text of tuned settings (the settings themselves count).
-IGNORED_IN_IDENTITY = ("ray_address", "tuned")
+#: executed, and the provenance of tuned settings and of a user's defaults file (the
+#: settings themselves count).
+IGNORED_IN_IDENTITY = ("ray_address", "tuned", "defaults", "defaults_sha256")
 
 
 def cell_identity(config: dict[str, Any]) -> dict[str, Any]:

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from harness import rundir
 from harness.cputime import SWEEP_JOBS_ENV
+from harness.progress import progress_bar
 from harness.signals import interrupt_on_stop_signals
-from harness.sweep.estimate import CostEstimator, format_eta, plan_rates
+from harness.sweep.estimate import CostEstimator, plan_rates
 from harness.sweep.spec import Cell, Sweep
 from harness.sweep.store import completed_runs, find_completed, resumable_run
 from harness.user_modules import import_flags
@@ -234,8 +235,6 @@ def run_sweep(
     its process gone) and left a checkpoint continues that run with
     ``harness resume``; FAILED runs and runs without a checkpoint run afresh.
     """
-    from tqdm import tqdm
-
     runs_dir.mkdir(parents=True, exist_ok=True)
     log_dir = runs_dir / BOOKKEEPING_DIR / sweep.name / "logs"
     done = completed_runs(runs_dir, warn_damaged)
@@ -248,12 +247,12 @@ def run_sweep(
         else:
             todo.append(cell)
     # tqdm's own rate assumes every cell costs what the finished ones did: the bar shows
-    # the estimator's ETA instead (harness.sweep.estimate).
-    bar = tqdm(
+    # the estimator's ETA instead (harness.sweep.estimate). Not on a terminal: plain lines
+    # at a low rate (harness.progress).
+    bar = progress_bar(
         total=len(sweep.cells),
         initial=len(outcomes),
         unit="run",
-        dynamic_ncols=True,
         desc=f"sweep {sweep.name}",
         disable=not progress,
         file=sys.stderr,
@@ -271,9 +270,7 @@ def run_sweep(
         now = time.monotonic()
         running = [(c.config, now - started[c.index]) for c in todo if c.index in started]
         waiting = [c.config for c in todo if c.index not in started and c.index not in outcomes]
-        eta = estimator.remaining(waiting, running, max(1, jobs))
-        sources = sorted({estimator.estimate(c).source for c in waiting + [r[0] for r in running]})
-        shown = f"ETA ~{format_eta(eta)} ({'/'.join(sources) or 'done'})"
+        shown = estimator.describe(waiting, running, max(1, jobs))
         bar.set_postfix_str(f"{shown}; {last}" if last else shown)
 
     def attempt(cell: Cell) -> CellOutcome:
@@ -320,6 +317,7 @@ def run_sweep(
                     f"last: {outcome.cell.config['algo']} "
                     f"seed {outcome.cell.config['seed']} {outcome.status}"
                 )
+                show_eta()  # before the update, which draws it (or writes the line)
                 bar.update(1)
             show_eta()
     except KeyboardInterrupt:

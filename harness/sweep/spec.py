@@ -26,6 +26,7 @@ SWEEP_KEYS = (
     "name",
     "description",
     "imports",
+    "defaults",
     "grid",
     "budget",
     "backend",
@@ -136,6 +137,7 @@ def build_cell_config(
     imports: list[str] | None = None,
     varied: dict[str, Any] | None = None,
     tuned: str | None = None,
+    defaults: str | None = None,
 ) -> dict[str, Any]:
     """A cell's completed run config, built by ``build_run_config`` as ``harness run`` does.
 
@@ -144,7 +146,8 @@ def build_cell_config(
     the user's word for this algorithm, so a knob it does not use is an error.
     ``varied``: the values of the grid's further keys, checked against this algorithm by
     :func:`grid_key_applies`. ``tuned``: the provenance of tuned settings in ``per_algo``
-    (recorded as the run's ``tuned`` knob).
+    (recorded as the run's ``tuned`` knob). ``defaults``: the file's ``defaults:``, a
+    defaults file of the user's own (its path, and its digest, recorded in the config).
     """
     from algorithms.registry import family_of
     from harness.config import build_run_config, param_types, parse_assignment
@@ -155,6 +158,9 @@ def build_cell_config(
     if imports:
         given["imports"] = list(imports)
         sources["imports"] = "sweep file imports"
+    if defaults is not None:
+        given["defaults"] = defaults
+        sources["defaults"] = "sweep file defaults"
     if schema.BY_NAME["episodes"].applies_to(family):
         given["episodes"] = episodes
         sources["episodes"] = "sweep grid"
@@ -314,6 +320,22 @@ def _check_tuned_env(best: Any, env: str, path: Path) -> None:
     raise SweepError(other)
 
 
+def _defaults_file(value: Any, path: Path) -> str | None:
+    """``defaults: FILE``: a defaults file of the user's own, relative to the sweep file's
+    folder; read and checked here, so a bad one is one line before any cell is built."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SweepError(f"{path}: defaults must name a YAML file, got {value!r}")
+    from harness.config import load_user_defaults
+
+    file = Path(value).expanduser()
+    try:
+        return load_user_defaults(path.parent / file if not file.is_absolute() else file).path
+    except ConfigError as error:
+        raise SweepError(f"{path}: defaults: {error}") from None
+
+
 def load_sweep(
     path: str | Path,
     extra_set: list[str] | None = None,
@@ -347,6 +369,7 @@ def load_sweep(
         imports = import_user_modules(listed)
     except ConfigError as error:
         raise SweepError(f"{path}: {error}") from None
+    defaults = _defaults_file(data.get("defaults"), path)
     grid = data.get("grid")
     if not isinstance(grid, dict):
         raise SweepError(
@@ -451,6 +474,7 @@ def load_sweep(
                 imports=imports,
                 varied=varied,
                 tuned=best.provenance() if best else None,
+                defaults=defaults,
             )
             if best is not None:
                 _check_tuned_env(best, str(env), path)

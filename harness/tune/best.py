@@ -39,6 +39,9 @@ class Tuned:
     record: dict[str, Any]
     #: one warning line naming the trials skipped (records that do not check), or ""
     skipped: str = ""
+    #: one warning line when no completed trial has the evaluations its objective averages
+    #: (the best is then taken among those that have fewer), or ""
+    warning: str = ""
 
     @property
     def algo(self) -> str:
@@ -94,6 +97,7 @@ _TRIAL_ATTRS: dict[str, Any] = {
     "failure": lambda v: isinstance(v, str),
     "process": lambda v: isinstance(v, str),
     "set": lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v),
+    "usage": scores.usage_valid,
 }
 
 
@@ -177,7 +181,23 @@ def best_of(study: Any, url: str, algo: str, trials: list[tuple[Any, dict[str, A
     ]
     if not done:
         raise TunedError(f"study {name} in {shown(url)} has no completed trial")
-    best, values = max(done, key=lambda pair: (pair[0].value, -pair[0].number))
+    # a trial whose runs made fewer evaluations than the objective averages scored on what
+    # it had (a lucky one or two): it is the best only when no trial has enough
+    enough = [
+        pair
+        for pair in done
+        if scores.enough_evaluations(
+            scores.trial_evaluations(pair[0].user_attrs, len(pair[0].intermediate_values))
+        )
+    ]
+    warning = ""
+    if not enough:
+        warning = (
+            f"harness: warning: study {name}: no completed trial has the "
+            f"{scores.LAST_EVALUATIONS} evaluations per run its objective averages; the best "
+            "is taken among trials with fewer (give a larger budget or more --evaluations)"
+        )
+    best, values = max(enough or done, key=lambda pair: (pair[0].value, -pair[0].number))
     checked: dict[str, Any] = {
         "algo": algo,
         "env": env,
@@ -195,6 +215,7 @@ def best_of(study: Any, url: str, algo: str, trials: list[tuple[Any, dict[str, A
         score=float(best.value),
         values=values,
         record=checked,
+        warning=warning,
     )
 
 

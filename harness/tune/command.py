@@ -12,6 +12,7 @@ import argparse
 import os
 import re
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from harness.tune.study import StudyPlan, StudyRunner, check_tag, say, silence_o
 HELD_OUT_FROM = 100
 DEFAULT_SEEDS = (0, 1, 2)
 DEFAULT_CHECK_SEEDS = (50, 51, 52)
-#: Evaluations per run the study's evaluation interval aims at (timestep budgets).
+#: Evaluations per run the study's evaluation interval aims at (timestep or CPU budgets).
 DEFAULT_EVALUATIONS = 10
 #: TPE's random start and the pruner's exemption, as rl-baselines3-zoo's default.
 DEFAULT_STARTUP_TRIALS = 10
@@ -146,8 +147,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive_int("--evaluations"),
         default=DEFAULT_EVALUATIONS,
         metavar="N",
-        help="evaluations per run: with --timesteps T, eval_every_timesteps is T/N unless "
-        f"--set gives it; the pruner waits N/3 of them (default {DEFAULT_EVALUATIONS})",
+        help="evaluations per run: with --timesteps T, eval_every_timesteps is T/N, with "
+        "--cpu-limit SEC, eval_every_cpu_seconds is SEC/N, unless --set gives either; the "
+        f"pruner waits N/3 of them (default {DEFAULT_EVALUATIONS})",
     )
     parser.add_argument(
         "--set",
@@ -171,6 +173,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where an ES run evaluates its candidates (default: process)",
     )
     add_import_flag(parser, "first, in every run (envs or algorithms of your own)")
+    parser.add_argument(
+        "--defaults",
+        default=None,
+        metavar="FILE",
+        help=schema.flag_help(schema.BY_NAME["defaults"]),
+    )
     parser.add_argument(
         "--ship-every",
         type=float,
@@ -302,6 +310,14 @@ def build_plans(args: argparse.Namespace) -> list[StudyPlan]:
         imports = import_user_modules(list(args.imports or []))
     except ConfigError as error:
         raise UsageError(str(error)) from None
+    defaults = None
+    if getattr(args, "defaults", None) is not None:
+        from harness.config import load_user_defaults
+
+        try:
+            defaults = load_user_defaults(args.defaults).path
+        except ConfigError as error:
+            raise UsageError(str(error)) from None
     algos = list(dict.fromkeys(args.algo))
     for algo in algos:
         try:
@@ -318,10 +334,13 @@ def build_plans(args: argparse.Namespace) -> list[StudyPlan]:
         raise UsageError(f"--space {str(args.space)!r} is not a file")
     common = list(args.overrides)
     evaluations = int(args.evaluations)
-    if budget.get("timesteps") is not None and not any(
-        _set_key(a) == "eval_every_timesteps" for a in common
-    ):
+    scheduled = {_set_key(a) for a in common} & {"eval_every_timesteps", "eval_every_cpu_seconds"}
+    if budget.get("timesteps") is not None and not scheduled:
         common.append(f"eval_every_timesteps={max(1, int(budget['timesteps']) // evaluations)}")
+    elif budget.get("cpu_limit") is not None and not scheduled:
+        # the CPU-seconds budget spread the same way: an evaluation every limit/N CPU-seconds
+        every = Decimal(repr(float(budget["cpu_limit"]) / evaluations))
+        common.append(f"eval_every_cpu_seconds={every:f}")  # positional: YAML reads 1e-05 as text
     runs_dir = Path(args.runs_dir)
     url = args.storage or default_url(runs_dir)
     plans = []
@@ -349,6 +368,7 @@ def build_plans(args: argparse.Namespace) -> list[StudyPlan]:
             warmup_steps=evaluations // 3,
             storage_url=url,
             runs_dir=runs_dir,
+            defaults=defaults,
         )
         _check_fixed(plan, args.overrides)
         _check_configs(plan, local=args.ray_address is None)
@@ -543,6 +563,8 @@ def _tune(plan: StudyPlan, storage: Any, args: argparse.Namespace, ray: bool) ->
         tuned = None  # no completed trial
     if tuned is not None and not elsewhere and runner.recheck(study, tuned) is not None:
         tuned = best_of(study, plan.storage_url, plan.algo, checked)  # with its recheck
+    if tuned is not None and tuned.warning:
+        print(tuned.warning, file=sys.stderr)
     written = write_outputs(plan, study, tuned, notes, checked)
     done = {s: sum(t.state == s for t in trials) for s in TrialState}
     summary = (

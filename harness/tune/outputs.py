@@ -95,9 +95,11 @@ def _text(value: Any) -> Any:
     return value
 
 
-def trials_frame(trials: Checked) -> pd.DataFrame:
-    """One row per trial (those whose records check): state, objective, how it ended, its runs
-    and scores, its values."""
+def trials_frame(trials: Checked, cpu_limit: float | None = None) -> pd.DataFrame:
+    """One row per trial (those whose records check): state, objective, how it ended, its
+    runs and scores, the fewest evaluations a run made and whether that is fewer than the
+    objective averages (``too_few_evaluations``), under a CPU limit each run's CPU-seconds
+    and the largest overrun, and its values."""
     import pandas as pd
 
     rows = []
@@ -105,11 +107,15 @@ def trials_frame(trials: Checked) -> pd.DataFrame:
         attrs = trial.user_attrs
         runs = attrs.get("runs") or {}
         seed_scores = attrs.get("scores") or {}
+        evaluations = scores.trial_evaluations(attrs, len(trial.intermediate_values))
         row: dict[str, Any] = {
             "trial": trial.number,
             "state": trial.state.name,
             "objective": trial.value,
             "evaluations_reported": len(trial.intermediate_values),
+            "evaluations": evaluations,
+            "too_few_evaluations": trial.state.name == "COMPLETE"
+            and not scores.enough_evaluations(evaluations),
             "pruned_at_evaluation": attrs.get("pruned_at_evaluation"),
             "retry_of": trial.system_attrs.get("failed_trial"),
             "failure": attrs.get("failure"),
@@ -120,6 +126,13 @@ def trials_frame(trials: Checked) -> pd.DataFrame:
         }
         for seed, score in seed_scores.items():
             row[f"score_seed_{seed}"] = score
+        usage = attrs.get("usage") if scores.usage_valid(attrs.get("usage")) else {}
+        if cpu_limit is not None:
+            row["cpu_limit"] = cpu_limit
+            for seed, record in usage.items():
+                row[f"cpu_seconds_seed_{seed}"] = record.get("cpu_seconds")
+            used = [r["cpu_seconds"] for r in usage.values() if r.get("cpu_seconds") is not None]
+            row["cpu_overrun"] = max(used) / cpu_limit - 1.0 if used else None
         for key, value in values.items():
             row[key] = _text(value)
         rows.append(row)
@@ -167,6 +180,7 @@ def report_data(
         for t, values in checked
     ]
     found, note = importances(study, plan.sampler_seed)
+    notes = [*notes, *usage_notes(plan, checked, tuned)]
     report = TuneReport(
         study=plan.name,
         algo=plan.algo,
@@ -191,6 +205,50 @@ def report_data(
     return report
 
 
+def usage_notes(plan: StudyPlan, checked: Checked, tuned: Tuned | None) -> list[str]:
+    """The report's lines on trials whose runs made fewer evaluations than the objective
+    averages, and (a CPU budget) on runs more than 10% over their CPU limit."""
+    lines = []
+    few = [
+        (t.number, n)
+        for t, _ in checked
+        if t.state.name == "COMPLETE"
+        and not scores.enough_evaluations(
+            n := scores.trial_evaluations(t.user_attrs, len(t.intermediate_values))
+        )
+    ]
+    if few:
+        shown = ", ".join(f"{number} ({n})" for number, n in few)
+        text = (
+            f"**Too few evaluations**: completed trial(s) {shown} had a run with fewer than the "
+            f"{scores.LAST_EVALUATIONS} evaluations the objective averages (flagged "
+            "`too_few_evaluations` in `trials.csv`); "
+        )
+        if tuned is not None and tuned.warning:
+            text += "no trial had enough, so the best was taken among them."
+        else:
+            text += "they are not eligible as the best trial."
+        lines.append(text)
+    limit = plan.budget.get("cpu_limit")
+    if limit is None:
+        return lines
+    over = [
+        (t.number, o) for t, _ in checked for o in scores.cpu_overruns(t.user_attrs, float(limit))
+    ]
+    if over:
+        worst = max(o["over"] for _, o in over)
+        shown = "; ".join(
+            f"trial {n}: {scores.overrun_text(o, float(limit))}" for n, o in over[:10]
+        )
+        more = f" (and {len(over) - 10} more)" if len(over) > 10 else ""
+        lines.append(
+            f"**CPU limit overruns**: {len(over)} run(s) used more than "
+            f"{100 * scores.CPU_OVERRUN_WARN:.0f}% over the {float(limit):g} CPU-s limit (up "
+            f"to +{100 * worst:.0f}%; `cpu_seconds_seed_*` in `trials.csv`): {shown}{more}."
+        )
+    return lines
+
+
 def _run_paths(record: dict[str, Any], default: Path) -> dict[int, Path]:
     """seed -> run directory of a trial's (or a recheck's) ``runs``, in the runs directory
     that made them (another machine's, for a study shared through a database server)."""
@@ -210,7 +268,7 @@ def write_outputs(
 
     out = plan.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    frame = trials_frame(checked)
+    frame = trials_frame(checked, plan.budget.get("cpu_limit"))
     csv = out / TRIALS_FILE
     from harness.report.escape import csv_frame
 

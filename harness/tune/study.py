@@ -101,6 +101,8 @@ class StudyPlan:
     warmup_steps: int
     storage_url: str
     runs_dir: Path
+    #: ``--defaults FILE``: a defaults file of the user's own (absolute path), or None
+    defaults: str | None = None
 
     @property
     def name(self) -> str:
@@ -162,6 +164,7 @@ class StudyPlan:
                 common=self.common,
                 per_algo=sets,
                 imports=self.imports,
+                defaults=self.defaults,
             )
         except AlgorithmRegistryError as error:
             raise ConfigError(str(error)) from None
@@ -340,13 +343,16 @@ class StudyRunner:
             str(job.seed): scores.robust_score(r) for job, r in zip(jobs, returns, strict=True)
         }
         trial.set_user_attr("scores", seed_scores)
+        usage = {str(job.seed): scores.run_usage(job.run_dir) for job in jobs if job.run_dir}
+        trial.set_user_attr("usage", usage)
+        notes = self._usage_notes(trial.number, {"usage": usage})
         completed = all(status == "COMPLETED" for status in statuses.values())
         if pruned_at is not None:
             trial.set_user_attr("pruned_at_evaluation", pruned_at)
             study.tell(trial, state=TrialState.PRUNED)
             last = trial_last_value(study, trial.number)
             self._result(
-                trial.number, "PRUNED", last, values, f"at evaluation {pruned_at}", started
+                trial.number, "PRUNED", last, values, f"at evaluation {pruned_at}{notes}", started
             )
             return
         if self.stopping.is_set() and not completed:
@@ -368,7 +374,36 @@ class StudyRunner:
         shown_scores = " ".join(
             f"{seed}:{score:.1f}" for seed, score in seed_scores.items() if score is not None
         )
-        self._result(trial.number, "COMPLETE", value, values, f"seeds {shown_scores}", started)
+        self._result(
+            trial.number, "COMPLETE", value, values, f"seeds {shown_scores}{notes}", started
+        )
+        evaluations = scores.trial_evaluations({"usage": usage}, 0)
+        if not scores.enough_evaluations(evaluations):
+            self.warn(
+                f"{self.plan.name} trial {trial.number}: a run made {evaluations} "
+                f"evaluation(s), fewer than the {scores.LAST_EVALUATIONS} the objective "
+                "averages: flagged, and not taken as the best trial while another has enough"
+            )
+
+    def _usage_notes(self, number: int, attrs: dict[str, Any]) -> str:
+        """``; CPU-s 21.3 22.0 of 20`` for the trial's line under a CPU limit, with a warning
+        line per run more than :data:`scores.CPU_OVERRUN_WARN` over it."""
+        limit = self.plan.budget.get("cpu_limit")
+        if limit is None:
+            return ""
+        usage = attrs["usage"]
+        used = [u.get("cpu_seconds") for u in usage.values()]
+        shown_used = " ".join("?" if u is None else f"{u:.1f}" for u in used)
+        for over in scores.cpu_overruns(attrs, float(limit)):
+            self.warn(
+                f"{self.plan.name} trial {number}: over its CPU limit: "
+                f"{scores.overrun_text(over, float(limit))}"
+            )
+        return f"; CPU-s {shown_used} of {float(limit):g}"
+
+    def warn(self, line: str) -> None:
+        """A warning line on stderr."""
+        print(f"harness: warning: {line}", file=sys.stderr, flush=True)
 
     def _requeue(self, study: optuna.Study, trial: optuna.Trial, values: dict[str, Any]) -> None:
         """Mark an interrupted trial FAIL and queue it again with the same parameters."""
