@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -32,10 +32,21 @@ import pandas as pd
 from harness.report import audit, stats
 from harness.report import data as d
 from harness.report.escape import md_text
+from harness.report.stats import SCORE_CPU, SCORE_END, SCORE_T
 from harness.report.tables import fmt, interval
 
-if TYPE_CHECKING:
-    from harness.report.build import ReportBuilder
+
+class ReportBuilder(Protocol):
+    """What the answer reads of :class:`harness.report.build.ReportBuilder` (which imports
+    this module, so it is named here by its shape)."""
+
+    runs: pd.DataFrame
+    steps: pd.DataFrame
+
+    def level_for(self, env: str) -> tuple[float, str] | None: ...
+
+    def _run_times_to(self, level: float) -> dict[str, dict[str, float]]: ...
+
 
 AXES = {"timesteps": "timesteps", "cpu_seconds": "CPU-seconds", "wall_time_s": "wall-clock"}
 UNITS = {"timesteps": "timesteps", "cpu_seconds": "CPU-s", "wall_time_s": "s wall-clock"}
@@ -133,8 +144,6 @@ def compare_at(builder: ReportBuilder, env: str, x: str, y: str, axis: str) -> P
 def best_pair(builder: ReportBuilder, env: str) -> tuple[str, str] | str:
     """(best ES group, best RL group) on ``env``, or why there is no pair."""
     runs = builder.runs[builder.runs["env"] == env]
-    from harness.report.build import SCORE_CPU, SCORE_END, SCORE_T
-
     best: dict[str, tuple[float, str]] = {}
     unknown = []
     for group, frame in runs.groupby(d.GROUP, sort=True):
@@ -161,8 +170,6 @@ def best_pair(builder: ReportBuilder, env: str) -> tuple[str, str] | str:
 def level_of(builder: ReportBuilder, env: str, groups: Sequence[str]) -> list[str]:
     """The time-to-a-level clauses of ``groups`` on ``env`` and, where the level is inside
     the evaluation noise, a warning."""
-    from harness.report.build import SCORE_END
-
     runs = builder.runs[(builder.runs["env"] == env) & builder.runs[d.GROUP].isin(groups)]
     evals = d.eval_points(builder.steps, "timesteps").sort_values(["run", "timesteps"])
     evals = evals[evals["run"].isin(set(runs["run"]))]

@@ -26,15 +26,12 @@ from harness.report import data as d
 from harness.report import filters as filter_mod
 from harness.report.escape import csv_frame, md_code, md_text
 from harness.report.render import Document, Section, slug, to_html, to_markdown
+from harness.report.stats import SCORE_CPU, SCORE_END, SCORE_T, SCORE_W
 
 OUTPUTS = ("report.md", "report.html", "runs.csv", "summary.csv")
 #: The run archive a committed report carries beside its outputs.
 ARCHIVE_NAME = "runs.tar.xz"
 #: Per-run score columns added to the runs frame.
-SCORE_T = "score_common_timesteps"
-SCORE_W = "score_common_wall"
-SCORE_CPU = "score_common_cpu_seconds"
-SCORE_END = "final_eval_return"
 SETTINGS_TITLE = "Settings behind every curve"
 APPENDIX_SETTINGS = "Appendix A: every setting of every group"
 APPENDIX_COMMANDS = "Appendix B: commands that reproduce each run"

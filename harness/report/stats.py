@@ -60,6 +60,13 @@ RULE_TEXT = (
     "(bold) only where the 95% interval of the difference of the two means excludes 0."
 )
 
+#: Score columns of a report's run table: the score at the common timesteps, wall-clock and
+#: CPU-seconds, and the final evaluation.
+SCORE_T = "score_common_timesteps"
+SCORE_W = "score_common_wall"
+SCORE_CPU = "score_common_cpu_seconds"
+SCORE_END = "final_eval_return"
+
 
 def quiet_rliable() -> tuple[Any, Any]:
     """rliable's ``library`` and ``metrics`` (their import warnings silenced)."""
