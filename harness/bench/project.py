@@ -905,21 +905,41 @@ def choose_target(
             family: max(final_median(members) for members in algos.values())
             for family, algos in families.items()
         }
+        from harness.report.stats import NOISE_UNITS, default_level
+
         first = float(statistics.median(c.first_return for c in runs if c.evals))
         lower = min(best.values())
-        if math.isfinite(lower) and lower > first:
-            level = first + TARGET_FRACTION * (lower - first)
+        noise = evaluation_spread(runs)
+        level = default_level(first, lower, noise, TARGET_FRACTION)
+        if math.isfinite(level):
             whose = (
                 "the lower of the best ES's and the best RL's median final score"
                 if len(best) > 1
                 else "the best RL's median final score"
             )
+            floor = (
+                f", at least {NOISE_UNITS:g} x the evaluation noise ({noise:.3g}) above the first"
+                if math.isfinite(noise)
+                else ""
+            )
             return level, (
                 f"{TARGET_FRACTION:g} of the way from the first evaluation ({first:.4g}) to "
-                f"{whose} ({lower:.4g})"
+                f"{whose} ({lower:.4g}){floor}"
                 + (f"; the reference {reference[0]:g} is not reached" if reference else "")
             )
     return reference
+
+
+def evaluation_spread(runs: Sequence[RunCosts], last: int = 3) -> float:
+    """The evaluation noise of ``runs``: the median over runs of the standard deviation of
+    their last ``last`` evaluation returns (as :func:`harness.report.stats.evaluation_noise`
+    reads it from a report's tables); NaN where no run has two evaluations."""
+    spreads = [
+        float(np.std([value for _, value in c.evals[-last:]], ddof=1))
+        for c in runs
+        if len(c.evals[-last:]) > 1
+    ]
+    return float(statistics.median(spreads)) if spreads else math.nan
 
 
 def anchor_reference(gym_id: str, env: str) -> tuple[float, str] | None:
