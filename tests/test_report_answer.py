@@ -70,9 +70,13 @@ def test_default_level_sits_above_the_evaluation_noise() -> None:
     noise = stats.evaluation_noise(steps, runs)
     # one evaluation's standard error is 10 / 2 = 5; the last three spread less (std 1)
     assert noise == pytest.approx(5.0)
-    # 0.9 of the way from -75 to -71 would be -71.4, inside the noise: raised to 2 x 5 above
-    level = stats.default_level(-75.0, -71.0, noise, 0.9)
-    assert level == pytest.approx(-65.0)
+    # 0.9 of the way from -75 to -55 would be -57, above 2 x 5 over -75: kept
+    assert stats.default_level(-75.0, -55.0, noise, 0.9) == pytest.approx(-57.0)
+    # 0.9 of the way from -75 to -64.5 would be -65.55, inside the noise: raised to 2 x 5 above
+    assert stats.default_level(-75.0, -64.5, noise, 0.9) == pytest.approx(-65.0)
+    # from -75 to -71 the whole margin is inside the noise: no level past the final score
+    # (nobody's median run would reach it); the warning below says so instead
+    assert stats.default_level(-75.0, -71.0, noise, 0.9) == pytest.approx(-71.0)
     assert np.isnan(stats.default_level(-75.0, -76.0, noise, 0.9))  # nothing learnt
     warning = stats.noisy_level_warning(-71.0, -75.0, noise, "the level")
     assert warning is not None and "inside the evaluation noise" in warning

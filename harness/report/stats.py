@@ -732,11 +732,13 @@ def noisy_level_warning(level: float, first: float, noise: float, what: str) -> 
 def default_level(first: float, best: float, noise: float, fraction: float) -> float:
     """``fraction`` of the way from ``first`` (the runs' first evaluations, median) to
     ``best`` (a final score every family reaches), raised to at least :data:`NOISE_UNITS`
-    noise units above ``first`` (so a run's first evaluation does not clear it by chance);
-    NaN where ``best`` is not above ``first``."""
+    noise units above ``first`` (so a run's first evaluation does not clear it by chance)
+    but never past ``best`` (a level the families' median runs do not reach answers nothing:
+    there :func:`noisy_level_warning` says the margin is inside the noise); NaN where
+    ``best`` is not above ``first``."""
     if not (math.isfinite(first) and math.isfinite(best)) or best <= first:
         return math.nan
     level = first + fraction * (best - first)
     if math.isfinite(noise):
-        level = max(level, first + NOISE_UNITS * noise)
+        level = min(max(level, first + NOISE_UNITS * noise), best)
     return level
