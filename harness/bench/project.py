@@ -917,15 +917,25 @@ def choose_target(
                 if len(best) > 1
                 else "the best RL's median final score"
             )
-            floor = (
-                f", at least {NOISE_UNITS:g} x the evaluation noise ({noise:.3g}) above the first"
-                if math.isfinite(noise)
-                else ""
-            )
-            return level, (
-                f"{TARGET_FRACTION:g} of the way from the first evaluation ({first:.4g}) to "
-                f"{whose} ({lower:.4g}){floor}"
-                + (f"; the reference {reference[0]:g} is not reached" if reference else "")
+            if level >= lower:  # the whole margin lies inside the noise
+                how = (
+                    f"{whose} itself ({lower:.4g}): it is less than {NOISE_UNITS:g} x the "
+                    f"evaluation noise ({noise:.3g}) above the first evaluation ({first:.4g}), "
+                    "so a crossing of it may be noise"
+                )
+            else:
+                floor = (
+                    f", at least {NOISE_UNITS:g} x the evaluation noise ({noise:.3g}) above "
+                    "the first"
+                    if math.isfinite(noise)
+                    else ""
+                )
+                how = (
+                    f"{TARGET_FRACTION:g} of the way from the first evaluation ({first:.4g}) to "
+                    f"{whose} ({lower:.4g}){floor}"
+                )
+            return level, how + (
+                f"; the reference {reference[0]:g} is not reached" if reference else ""
             )
     return reference
 
