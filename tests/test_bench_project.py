@@ -234,7 +234,12 @@ def test_the_report_draws_the_section_for_both_families(runs: Path, tmp_path: Pa
     markdown = (out / "report.md").read_text()
     section = markdown.split("## Wall-clock as cores grow")[1].split("</details>")[0]
     # the runs stopped near 150, below the solved threshold: a score both families reach
-    assert "CartPole: R = " in section and "0.9 of the way from the first evaluation" in section
+    assert "CartPole: R = " in section
+    # the default level: 0.9 of the way to that score, or the score itself where the way
+    # lies inside the evaluation noise
+    assert "0.9 of the way from the first evaluation" in section or (
+        "median final score itself" in section and "evaluation noise" in section
+    )
     assert "| optimes | es |" in section and "| ppo | rl |" in section
     assert (out / projection.FIGURE).stat().st_size > 10_000
     es_only = [
