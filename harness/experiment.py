@@ -43,6 +43,7 @@ from harness import rundir, schema
 from harness.checkpoint import write_config_signature
 from harness.commands import ERROR_PREFIX, EXIT_USAGE, terminal_text
 from harness.config import ConfigError, build_run_config
+from harness.speed import METRICS as SPEED_METRICS
 
 # Worker processes and tqdm write to the real stderr; "sys" capture keeps them out of cout.txt.
 SETTINGS.CAPTURE_MODE = "sys"
@@ -495,6 +496,7 @@ EVAL_METRIC_NAMES = (
     "confirm_timesteps",
     "confirm_passed",
     "confirm_failed_episodes",
+    *SPEED_METRICS,
 )
 
 

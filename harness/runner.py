@@ -81,6 +81,7 @@ from harness.progress import ProgressBar, progress_bar
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 from harness.schema import BUDGET_KEYS
 from harness.signals import interrupt_on_stop_signals, take_latched
+from harness.speed import SpeedProbe
 
 #: Packages a remote (Ray cluster) worker needs besides the evaluation layer's own
 #: (``evaluation``, ``envs``): the algorithms, whose replicas travel pickled (sync=seeds).
@@ -335,6 +336,7 @@ class Trainer:
         self._cpu_offset_s = 0.0  # a resumed run's CPU-seconds before this process
         self._cpu_sampled_at = 0.0
         self._machine_load = MachineLoad()
+        self._speed_probe: SpeedProbe | None = None  # built at the first evaluation
         setup_started = time.perf_counter()
         # A stop signal now is latched by the command (harness.signals) and acted on once
         # the step-0 checkpoint exists; the evaluator keeps Ctrl-C from its workers itself.
@@ -400,7 +402,15 @@ class Trainer:
         self._log("eval_timesteps", float(p.timesteps))
         if failed:
             self._log("eval_failed_episodes", float(failed))
+        self._record_speed()
         return mean, std
+
+    def _record_speed(self) -> None:
+        """Time the reference workload (harness.speed: ~15-30 ms of CPU) and log its rates."""
+        if self._speed_probe is None:
+            self._speed_probe = SpeedProbe(make_env(self.config["env"]))
+        for name, value in self._speed_probe.measure().items():
+            self._log(name, value)
 
     def _returns(self, seeds: list[int]) -> tuple[float, float, int]:
         """Mean and std of the current policy's returns on ``seeds``, and the failed count."""
@@ -796,4 +806,6 @@ class Trainer:
         return {"return": target, "first_crossing": p.first_crossing, "confirmed": p.confirmed}
 
     def close(self) -> None:
+        if self._speed_probe is not None:
+            self._speed_probe.close()
         self.algorithm.close()

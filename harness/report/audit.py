@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from algorithms.registry import family_of
+from harness import speed
 from harness.report.data import GROUP, budget_text
 from harness.report.tables import fmt
 
@@ -261,3 +262,71 @@ def machine_warnings(runs: pd.DataFrame) -> list[str]:
                     "measurement of the algorithms; compare at equal timesteps."
                 )
     return out
+
+
+def speed_table(steps: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Each run's speed record (harness.speed) and, per env, how its CPU-seconds compare.
+
+    A run's speed: the median of its kernel series, with the spread (p90 - p10) / median;
+    the median of its env series beside it. Where an env's runs differ in speed by more
+    than :data:`harness.speed.TOLERANCE`, their CPU-seconds are converted to reference
+    CPU-seconds (CPU-seconds x speed / :data:`harness.speed.REFERENCE_SPEED`) in the table,
+    unless a run has no record or spreads by more than the tolerance within itself: then a
+    line says so and nothing is converted.
+    """
+
+    def medians(run: Any, metric: str) -> tuple[float, float]:
+        if metric not in steps:
+            return math.nan, math.nan
+        return speed.run_speed(steps.loc[steps["run"] == run, metric].dropna().tolist())
+
+    rows, lines = [], []
+    for env, env_runs in runs.groupby("env", sort=True):
+        frame = env_runs.assign(
+            speed=[medians(r, speed.KERNEL_METRIC)[0] for r in env_runs["run"]],
+            spread=[medians(r, speed.KERNEL_METRIC)[1] for r in env_runs["run"]],
+            env_speed=[medians(r, speed.ENV_METRIC)[0] for r in env_runs["run"]],
+        )
+        speeds = frame["speed"].dropna()
+        differ = len(speeds) > 1 and float(speeds.max() / speeds.min()) - 1.0 > speed.TOLERANCE
+        missing = frame.loc[frame["speed"].isna(), "run"].astype(str).tolist()
+        wide = frame.loc[frame["spread"] > speed.TOLERANCE, "run"].astype(str).tolist()
+        convert = differ and not missing and not wide
+        if differ and not convert:
+            why = ([f"run(s) {', '.join(missing)} have no speed record"] if missing else []) + (
+                [f"run(s) {', '.join(wide)} spread above it within the run"] if wide else []
+            )
+            lines.append(
+                f"**{env}**: run speeds differ by {float(speeds.max() / speeds.min()) - 1:+.0%} "
+                f"(tolerance {speed.TOLERANCE:.0%}), but CPU-seconds are not converted to "
+                f"reference CPU-seconds: {'; '.join(why)}. Compare these runs at equal "
+                "timesteps, not CPU-seconds."
+            )
+        elif convert:
+            lines.append(
+                f"**{env}**: run speeds differ by {float(speeds.max() / speeds.min()) - 1:+.0%} "
+                f"(tolerance {speed.TOLERANCE:.0%}): compare their CPU-seconds as reference "
+                f"CPU-seconds (CPU-seconds x speed / {speed.REFERENCE_SPEED:,.0f})."
+            )
+        for _, row in frame.iterrows():
+            cpu = float(row.get("cpu_seconds", math.nan))
+            rows.append(
+                {
+                    "env": env,
+                    "group": row.get(GROUP, ""),
+                    "run": row["run"],
+                    "machine": machine_key(row),
+                    "speed (kernel/CPU-s)": "no record"
+                    if math.isnan(row["speed"])
+                    else f"{row['speed']:,.0f}",
+                    "spread": "—" if math.isnan(row["spread"]) else f"{row['spread']:.0%}",
+                    "env steps/CPU-s": "—"
+                    if math.isnan(row["env_speed"])
+                    else f"{row['env_speed']:,.0f}",
+                    "CPU-seconds": fmt(cpu, 1),
+                    "reference CPU-seconds": fmt(cpu * row["speed"] / speed.REFERENCE_SPEED, 1)
+                    if convert and cpu == cpu
+                    else "—",
+                }
+            )
+    return pd.DataFrame(rows), lines

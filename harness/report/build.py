@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness import rundir
+from harness import rundir, speed
 from harness.commands import terminal_text, warn
 from harness.cputime import MIN_CPU_COMPARED_S
 from harness.records import RunTable, flatten_config, load_runs, read_population
@@ -563,6 +563,25 @@ class ReportBuilder:
             "Sacred. Runs that shared cores (a sweep with `--jobs` > 1) are slower than alone."
         )
         section.tables.append((d.caption(self.runs), audit.budget_table(self.runs)))
+        return section
+
+    def machine_speed(self) -> Section | None:
+        """Each run's speed record and reference CPU-seconds (None: no run has a record)."""
+        if not any(name in self.steps for name in speed.METRICS):
+            return None
+        table, lines = audit.speed_table(self.steps, self.runs)
+        section = Section("Machine speed")
+        section.paragraphs.append(
+            "Every run times a fixed reference workload at each evaluation, in CPU time "
+            "(harness/speed.py): a 64x64 float32 tanh layer (kernel rounds per CPU-second) "
+            "and its env stepped with random actions. A run's speed is the median of its "
+            "kernel series; spread: (p90 - p10) / median. Where an env's runs differ in "
+            f"speed by more than {speed.TOLERANCE:.0%}, CPU-seconds compare only as reference "
+            "CPU-seconds (CPU-seconds x speed / "
+            f"{speed.REFERENCE_SPEED:,.0f}, the fixed reference speed)."
+        )
+        section.paragraphs += [w.replace("**", "") for w in lines]
+        section.tables.append(("", table))
         return section
 
     def scores_common(self) -> Section:
@@ -1354,6 +1373,7 @@ def _build_report(
         *builder.hyperparameter_sections(),
         builder.settings_section(),
         builder.budgets(),
+        builder.machine_speed(),
         builder.thresholds(),
         builder.scores_end(),
         curve,
