@@ -393,6 +393,7 @@ class Trainer:
         p = self.progress
         episodes = int(self.config["eval_episodes"])
         seeds = eval_seeds(int(self.config["seed"]), p.eval_index, episodes)
+        speed = self._measure_speed()  # first: the evaluation's episodes stay the last stepped
         mean, std, failed = self._returns(seeds)
         p.eval_index += 1
         p.last_eval = mean
@@ -402,15 +403,15 @@ class Trainer:
         self._log("eval_timesteps", float(p.timesteps))
         if failed:
             self._log("eval_failed_episodes", float(failed))
-        self._record_speed()
+        for name, value in speed.items():
+            self._log(name, value)
         return mean, std
 
-    def _record_speed(self) -> None:
-        """Time the reference workload (harness.speed: ~15-30 ms of CPU) and log its rates."""
+    def _measure_speed(self) -> dict[str, float]:
+        """Time the reference workload (harness.speed: ~15-30 ms of CPU): its rates."""
         if self._speed_probe is None:
             self._speed_probe = SpeedProbe(make_env(self.config["env"]))
-        for name, value in self._speed_probe.measure().items():
-            self._log(name, value)
+        return self._speed_probe.measure()
 
     def _returns(self, seeds: list[int]) -> tuple[float, float, int]:
         """Mean and std of the current policy's returns on ``seeds``, and the failed count."""

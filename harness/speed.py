@@ -32,6 +32,7 @@ was measured on, rounded). Measured noise: docs/benchmark.md ("The speed record"
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Sequence
@@ -89,12 +90,17 @@ class SpeedProbe:
         """One reading: the rates of the metrics :data:`METRICS` (env absent: kernel only)."""
         out = {KERNEL_METRIC: KERNEL_ROUNDS / max(self._kernel_seconds(), 1e-9)}
         if self.env is not None:
-            out[ENV_METRIC] = ENV_STEPS / max(self._env_seconds(self.env), 1e-9)
+            try:
+                out[ENV_METRIC] = ENV_STEPS / max(self._env_seconds(self.env), 1e-9)
+            except Exception:  # an env that fails is the run's business, not the probe's
+                self.close()
+                self.env = None  # from here on the kernel alone
         return out
 
     def close(self) -> None:
         if self.env is not None:
-            self.env.close()
+            with contextlib.suppress(Exception):
+                self.env.close()
 
 
 def run_speed(series: Sequence[float]) -> tuple[float, float]:
