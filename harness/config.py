@@ -161,22 +161,10 @@ def load_yaml(stream: Any) -> Any:
 def read_yaml(path: Path) -> Any:
     """Read YAML with the safe loader; a malformed file is a :class:`ConfigError`."""
     try:
-        text = path.read_text(encoding="utf-8")
-        return load_yaml(text)
-    except UnicodeDecodeError as error:
-        raise ConfigError(
-            f"{path} is not a text file (byte {error.object[error.start]:#04x} at offset "
-            f"{error.start} is not UTF-8)"
-        ) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        # one line: a ReaderError (a control character) has no `problem`, and its text spans
-        # two lines
-        problem = " ".join(str(getattr(error, "problem", None) or error).split())
-        raise ConfigError(f"malformed YAML in {path}{where}: {problem}") from None
+        raw = path.read_bytes()
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+    return parse_yaml(raw, str(path))
 
 
 @lru_cache(maxsize=4)
@@ -326,8 +314,8 @@ def _read_bounded(path: Path) -> bytes:
     return raw
 
 
-def _parse_defaults(raw: bytes, where: str) -> Any:
-    """YAML bytes through :class:`NumberLoader`; one-line :class:`ConfigError` otherwise."""
+def parse_yaml(raw: bytes, where: str) -> Any:
+    """YAML bytes through the bounded safe loader; one-line :class:`ConfigError` otherwise."""
     try:
         return load_yaml(raw.decode("utf-8"))
     except UnicodeDecodeError as error:
@@ -338,6 +326,8 @@ def _parse_defaults(raw: bytes, where: str) -> Any:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
+        # one line: a ReaderError (a control character) has no `problem`, and its text spans
+        # two lines
         problem = " ".join(str(getattr(error, "problem", None) or error).split())
         raise ConfigError(f"malformed YAML in {where}{line}: {problem}") from None
 
@@ -440,7 +430,7 @@ def load_user_defaults(path: str | os.PathLike[str]) -> UserDefaults:
         raise ConfigError(f"defaults must name a YAML file, got {path!r}")
     file = Path(os.fspath(path)).expanduser().absolute()
     raw = _read_bounded(file)
-    data = check_defaults_data(_parse_defaults(raw, str(file)), str(file))
+    data = check_defaults_data(parse_yaml(raw, str(file)), str(file))
     digest = hashlib.sha256(raw).hexdigest()
     return UserDefaults(str(file), digest, data, f"defaults file {file.name}")
 
@@ -470,7 +460,7 @@ def package_defaults() -> tuple[UserDefaults, ...]:
                 raise ConfigError(f"{what}: larger than {MAX_DEFAULTS_BYTES:,} bytes")
         else:
             raise ConfigError(f"{what} must name a YAML file's path, got {target!r}")
-        data = check_defaults_data(_parse_defaults(raw, what), what, allow_default=False)
+        data = check_defaults_data(parse_yaml(raw, what), what, allow_default=False)
         file = Path(str(getattr(target, "name", target))).name
         source = f"defaults file {file} of package {dist or entry.name}"
         found.append(UserDefaults(str(target), hashlib.sha256(raw).hexdigest(), data, source))

@@ -333,19 +333,10 @@ def read_json_bytes(path: Path) -> bytes:
     """
     limit = json_max_bytes(path.name)
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise MissingRunFile(f"{path.name} is missing") from None
-    except OSError as error:
-        raise UnreadableRun(f"cannot read {path.name}: {error.strerror}") from None
-    try:
-        with os.fdopen(fd, "rb") as stream:
-            info = os.fstat(stream.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise UnreadableRun(f"{path.name} is not a regular file")
-            if info.st_size > limit:
-                raise UnreadableRun(_json_too_big(path, info.st_size, limit))
+        with open_regular(path) as stream:
+            size = os.fstat(stream.fileno()).st_size
+            if size > limit:
+                raise UnreadableRun(_json_too_big(path, size, limit))
             data = stream.read(limit + 1)  # the file may have grown since fstat
     except OSError as error:
         raise UnreadableRun(f"cannot read {path.name}: {error.strerror}") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,17 @@ def harness_cli(
             f"{completed.stdout}\n{completed.stderr}"
         )
     return completed
+
+
+def printed_config(stdout: str) -> dict[str, tuple[str, str]]:
+    """``--print-config`` output -> {key: (value, source)}."""
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        key, value, source = re.split(r"\s{2,}", line.strip(), maxsplit=2)
+        rows[key] = (value, source)
+    return rows
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import build_run_config
-from tests.conftest import ROOT, only_run_dir, read_run
+from tests.conftest import ROOT, only_run_dir, printed_config, read_run
 
 
 def _run(
@@ -30,17 +30,6 @@ def _run(
         env=env,
         timeout=300,
     )
-
-
-def _printed(stdout: str) -> dict[str, tuple[str, str]]:
-    """``--print-config`` output -> {key: (value, source)}."""
-    rows = {}
-    for line in stdout.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        key, value, source = re.split(r"\s{2,}", line.strip(), maxsplit=2)
-        rows[key] = (value, source)
-    return rows
 
 
 def _flat(config: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +57,7 @@ def test_print_config_shows_values_and_sources_and_creates_nothing(tmp_path: Pat
     flags = ("-n", "5000", "--set", "sigma=0.2")
     result = _run("run", *CARTPOLE, *flags, "--print-config", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    rows = _printed(result.stdout)
+    rows = printed_config(result.stdout)
     assert rows["params.population"] == ("20", "defaults.yaml CartPole-v1 entry")
     assert rows["params.sigma"] == ("0.2", "--set")
     assert rows["params.beta1"] == ("0.9", "OptimESConfig default")
@@ -87,7 +76,7 @@ def test_the_cards_command_is_accepted_as_written(tmp_path: Path) -> None:
         cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert _printed(result.stdout)["episodes"] == ("5", "command line")
+    assert printed_config(result.stdout)["episodes"] == ("5", "command line")
 
 
 def test_short_flags_and_aliases_give_the_recorded_config_print_config_showed(
@@ -109,7 +98,7 @@ def test_short_flags_and_aliases_give_the_recorded_config_print_config_showed(
         "run", *CARTPOLE, *long, "--set", "population=4", "--set", "eval_episodes=1",
         "--print-config",
     )  # fmt: skip
-    rows = _printed(printed.stdout)
+    rows = printed_config(printed.stdout)
     assert {key: value for key, (value, _) in rows.items()} == {
         key: _shown(value) for key, value in _flat(config).items()
     }

@@ -22,7 +22,7 @@ from harness.config import (
     package_defaults,
 )
 from harness.sweep.identity import cell_key
-from tests.conftest import harness_cli
+from tests.conftest import harness_cli, printed_config
 
 ENV = "cem_example.envs:PointReach-v0"
 #: how --print-config names the worked plugin's defaults file
@@ -34,17 +34,6 @@ PointReach-v0:
   optimes:
     sigma: 0.3
 """
-
-
-def printed(stdout: str) -> dict[str, tuple[str, str]]:
-    """``--print-config`` output -> {key: (value, source)}."""
-    rows = {}
-    for line in stdout.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        key, value, source = re.split(r"\s{2,}", line.strip(), maxsplit=2)
-        rows[key] = (value, source)
-    return rows
 
 
 def run_configs(runs: Path) -> list[dict[str, Any]]:
@@ -92,7 +81,7 @@ def test_a_defaults_file_sets_a_users_env_and_print_config_names_it(
     listed = harness_cli(
         "run", "--algo", "optimes", "--env", ENV, "--defaults", str(mine), "--print-config"
     )
-    rows = printed(listed.stdout)
+    rows = printed_config(listed.stdout)
     assert rows["eval_every_timesteps"] == ("1500", "defaults file my.yaml (PointReach-v0)")
     assert rows["policy.hidden_sizes"] == ("[8, 8]", "defaults file my.yaml (PointReach-v0)")
     assert rows["policy.kind"] == ("mlp", "defaults file my.yaml (PointReach-v0)")

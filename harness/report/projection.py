@@ -239,7 +239,7 @@ def label_every_tick(ax: Axes, cores: Sequence[int], seconds: tuple[float, float
     ticks = log_ticks(*seconds)
     ax.set_ylim(ticks[0], ticks[-1])
     ax.yaxis.set_major_locator(FixedLocator(ticks))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.4g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:.4g}"))
     ax.yaxis.set_minor_locator(NullLocator())
 
 
