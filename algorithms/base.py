@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class Algorithm(ABC):
     how the report describes its population and update, what it logs per generation.
     """
 
-    name: ClassVar[str]
+    name: str
     #: "es": candidates are scored by the run's evaluator (episodes per fitness, backends,
     #: the population log apply); "rl": trains on its own env steps
     family: ClassVar[Literal["es", "rl"]]
@@ -182,3 +182,40 @@ def config_defaults(config_class: type) -> dict[str, Any]:
 def doc(text: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     """A dataclass field with a one-line description shown in ``harness list`` and CLI help."""
     return dataclasses.field(default=default, metadata={"doc": text}, **kwargs)
+
+
+class AlgorithmType(Protocol):
+    """What the registry gives for a name: an :class:`Algorithm` subclass, or an ES registered
+    as data (``algorithms.es_engine.ESDefinition``); calling it builds the algorithm."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def family(self) -> Literal["es", "rl"]: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def Config(self) -> type: ...
+
+    @property
+    def supports_replicated(self) -> bool: ...
+
+    @property
+    def zoo_hyperparams(self) -> str | None: ...
+
+    def section_in_defaults(self) -> str: ...
+
+    def describe_population(self, params: dict[str, Any]) -> str | None: ...
+
+    def describe_update(self, params: dict[str, Any]) -> str | None: ...
+
+    def noise_spec_for(self, context: RunContext, config: Any) -> NoiseSpec | None: ...
+
+    def check_config(self, config: dict[str, Any]) -> None: ...
+
+    def __call__(
+        self, context: RunContext, config: Any, evaluator: Evaluator | None = None
+    ) -> Algorithm: ...

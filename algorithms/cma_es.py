@@ -25,8 +25,8 @@ Without restarts left the strategy just carries on.
 
 ``evaluate_policy`` plays the distribution mean ``es.mean``. pycma draws from
 numpy's global RNG, seeded through its ``seed`` option from the run seed; the
-base class keeps that state private to this run and in checkpoints.
-pycma's console output and its ``outcmaes`` files are switched off.
+strategy keeps that state private to this run (:class:`PrivateGlobalRNG`) and in
+checkpoints. pycma's console output and its ``outcmaes`` files are switched off.
 """
 
 from __future__ import annotations
@@ -37,15 +37,10 @@ from typing import Any
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.es_common import default_population, optimizer_seed
-from algorithms.registry import register
-from algorithms.vector_es import (
-    VectorES,
-    VectorObsNormKnobs,
-    VectorStrategy,
-    dumps_optimizer,
-    loads_optimizer,
-)
+from algorithms.es_common import default_population, finite_losses, optimizer_seed, to_loss
+from algorithms.es_core import NO_SCHEDULE, Schedule, Strategy
+from algorithms.es_engine import VectorRunKnobs, register_es
+from algorithms.private_rng import PrivateGlobalRNG, dumps_optimizer, loads_optimizer
 
 #: Float64 matrices of size d x d that full CMA holds at once (C, B, eigendecomposition work).
 FULL_COVARIANCE_MATRICES = 3
@@ -57,7 +52,7 @@ def covariance_mb(dim: int) -> float:
 
 
 @dataclass(frozen=True)
-class CMAConfig(VectorObsNormKnobs):
+class CMAConfig(VectorRunKnobs):
     """Hyperparameters of ``cma``; defaults per env live in ``experiments/defaults.yaml``."""
 
     population: int = doc("candidates per generation (pycma popsize); 0: 4 + 3 ln(d)", 0)
@@ -75,6 +70,9 @@ class CMAConfig(VectorObsNormKnobs):
     )
     restart_from: str = doc("where a restart starts: 'mean' (the last mean) or 'init'", "mean")
 
+    #: pycma has no learning rate to schedule
+    SCHEDULES = ("sigma",)
+
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
         if self.population < 0 or self.population == 1:
@@ -89,7 +87,7 @@ class CMAConfig(VectorObsNormKnobs):
             raise ValueError(f"restarts must be >= 0, got {self.restarts}")
         if self.restart_from not in ("mean", "init"):
             raise ValueError(f"restart_from must be mean or init, got {self.restart_from!r}")
-        self.validate_obs_norm()
+        self.validate_run()
 
     def use_diagonal(self, dim: int) -> tuple[bool, str]:
         """Whether ``dim`` parameters get diagonal CMA, and why (one line)."""
@@ -107,16 +105,21 @@ class CMAConfig(VectorObsNormKnobs):
         return False, f"d={dim}, full covariance ~{memory:.1f} MiB"
 
 
-class CMAStrategy(VectorStrategy):
+class CMAStrategy(Strategy):
     """pycma's ``CMAEvolutionStrategy`` with IPOP restarts, over explicit state."""
 
-    def __init__(self, config: CMAConfig, x0: np.ndarray, seed: int) -> None:
+    def __init__(
+        self, config: CMAConfig, x0: np.ndarray, seed: int, schedule: Schedule = NO_SCHEDULE
+    ) -> None:
         self.config = config
+        self.schedule = schedule
         self.dim = x0.size
         #: where ``restart_from: init`` restarts
         self.initial = np.asarray(x0, dtype=np.float64).copy()
         #: the run seed, from which every (re)start's library seed derives
         self.seed = seed
+        #: numpy's global RNG as pycma sees it, private to this run, checkpointed
+        self.rng = PrivateGlobalRNG(("numpy",), seed=optimizer_seed(seed, 0))
         self.diagonal, self.covariance_reason = config.use_diagonal(self.dim)
         variant = "diagonal (sep-)CMA" if self.diagonal else "full-covariance CMA"
         print(f"cma: {variant}: {self.covariance_reason}", flush=True)
@@ -125,7 +128,8 @@ class CMAStrategy(VectorStrategy):
         self.last_stop: list[str] = []
         #: generations told, for the restart messages
         self.told = 0
-        self.es: Any = self._start(x0, config.population or default_population(self.dim))
+        with self.rng.active():
+            self.es: Any = self._start(x0, config.population or default_population(self.dim))
 
     def _start(self, x0: np.ndarray, popsize: int) -> Any:
         import cma
@@ -143,31 +147,36 @@ class CMAStrategy(VectorStrategy):
             np.asarray(x0, dtype=np.float64), self.config.sigma0, options
         )
 
-    def ask(self) -> tuple[list[Any], list[np.ndarray]]:
-        solutions = self.es.ask()
-        return solutions, solutions
+    def ask(self, rng: np.random.Generator) -> list[np.ndarray]:
+        with self.rng.active():
+            return list(self.es.ask())
 
-    def tell(self, handles: list[Any], losses: np.ndarray) -> None:
-        self.es.tell(handles, [float(v) for v in losses])
-        self.told += 1
-        stop = self.es.stop()
-        if not stop:
-            return
-        self.last_stop = [str(key) for key in stop]
+    def tell(self, candidates: list[np.ndarray], fitness: np.ndarray) -> None:
+        with self.rng.active():
+            self.es.tell(candidates, [float(v) for v in finite_losses(to_loss(fitness))])
+            self.es.sigma = self.schedule.sigma(self.es.sigma)
+            self.told += 1
+            stop = self.es.stop()
+            if stop:
+                self._stopped([str(key) for key in stop])
+
+    def _stopped(self, reasons: list[str]) -> None:
+        """pycma's stop conditions: an IPOP restart if one is left, else carry on."""
+        self.last_stop = reasons
         if self.restarts_done < self.config.restarts:
             self.restarts_done += 1
             popsize = 2 * int(self.es.popsize)
             x0 = self.es.mean if self.config.restart_from == "mean" else self.initial
             print(
                 f"cma: IPOP restart {self.restarts_done}/{self.config.restarts} at generation "
-                f"{self.told} ({', '.join(self.last_stop)}), population {popsize}",
+                f"{self.told} ({', '.join(reasons)}), population {popsize}",
                 flush=True,
             )
             self.es = self._start(np.asarray(x0, dtype=np.float64), popsize)
         elif not self.stop_reported:
             self.stop_reported = True
             print(
-                f"cma: stop conditions met ({', '.join(self.last_stop)}) at generation "
+                f"cma: stop conditions met ({', '.join(reasons)}) at generation "
                 f"{self.told} and no restart left; carrying on",
                 flush=True,
             )
@@ -191,42 +200,43 @@ class CMAStrategy(VectorStrategy):
         }
 
     def state_dict(self) -> dict[str, Any]:
+        assert self.rng.states is not None  # seeded in the constructor
         return {
+            "numpy_global_rng": self.rng.states["numpy"],
             "optimizer": dumps_optimizer(self.es),
             "restarts_done": self.restarts_done,
             "stop_reported": self.stop_reported,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.states = {"numpy": state["numpy_global_rng"]}
         self.es = loads_optimizer(state["optimizer"])
         self.restarts_done = int(state["restarts_done"])
         self.stop_reported = bool(state["stop_reported"])
         self.told = int(state["generation"])
 
 
-@register("cma")
-class CMAES(VectorES):
-    """pycma's CMA-ES; diagonal above a size or memory bound; optional IPOP restarts."""
+def describe_update(params: dict[str, Any]) -> str:
+    """pycma's update: weighted recombination, rank-one and rank-mu covariance updates and
+    cumulative step-size adaptation (Hansen 2016, "The CMA Evolution Strategy: A Tutorial"),
+    with the restarts the config asks for."""
+    text = "weighted recombination, rank-1 + rank-mu covariance, CSA step size"
+    restarts = int(params.get("restarts") or 0)
+    if restarts:
+        text += f"; IPOP: up to {restarts} restarts from the {params.get('restart_from')}"
+    return text
 
-    summary = "pycma CMA-ES; sep-CMA above a size/memory bound; IPOP restarts; vectors on wire"
-    Config = CMAConfig
-    config: CMAConfig
 
-    @classmethod
-    def describe_population(cls, params: dict[str, Any]) -> str | None:
-        """pycma picks the population for 0 (``default_population``)."""
-        return "pycma default (4 + 3 ln d)" if params.get("population") == 0 else None
-
-    @classmethod
-    def describe_update(cls, params: dict[str, Any]) -> str:
-        """pycma's update: weighted recombination, rank-one and rank-mu covariance updates
-        and cumulative step-size adaptation (Hansen 2016, "The CMA Evolution Strategy: A
-        Tutorial"), with the restarts the config asks for."""
-        text = "weighted recombination, rank-1 + rank-mu covariance, CSA step size"
-        restarts = int(params.get("restarts") or 0)
-        if restarts:
-            text += f"; IPOP: up to {restarts} restarts from the {params.get('restart_from')}"
-        return text
-
-    def build_strategy(self, x0: np.ndarray) -> CMAStrategy:
-        return CMAStrategy(self.config, x0, self.context.seed)
+register_es(
+    "cma",
+    Config=CMAConfig,
+    strategy=lambda config, start: CMAStrategy(
+        config, start.params.astype(np.float64), start.seed, config.schedule()
+    ),
+    codec="vector",
+    summary="pycma CMA-ES; sep-CMA above a size/memory bound; IPOP restarts; vectors on wire",
+    describe_update=describe_update,
+    describe_population=lambda params: (
+        "pycma default (4 + 3 ln d)" if params.get("population") == 0 else None
+    ),
+)

@@ -80,6 +80,21 @@ def to_loss(fitness: np.ndarray) -> np.ndarray:
     return -np.asarray(fitness, dtype=np.float64)
 
 
+def finite_losses(losses: np.ndarray) -> np.ndarray:
+    """Replace non-finite losses (failed candidates) by one worse than every finite loss.
+
+    pycma and several Nevergrad optimizers misbehave on ``inf``; rank-based methods only
+    need the failed candidate to be last.
+    """
+    losses = np.asarray(losses, dtype=np.float64).copy()
+    bad = ~np.isfinite(losses)
+    if bad.any():
+        finite = losses[~bad]
+        worst = float(finite.max()) if finite.size else 0.0
+        losses[bad] = worst + max(1.0, abs(worst))
+    return losses
+
+
 def fitness_of(
     results: Sequence[EvalResult], fail_on_env_error: bool, training: bool = True
 ) -> tuple[np.ndarray, list[str]]:

@@ -58,6 +58,8 @@ added to the centre), so optimes' results are bitwise what they were.
 
 from __future__ import annotations
 
+import copy
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -65,6 +67,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from evaluation.noise import NoiseTable
+from evaluation.protocol import EvalResult
 
 #: A scalar standard deviation, or one per coordinate (float32).
 Sigma = float | np.ndarray
@@ -164,6 +167,13 @@ CENTRED_RANKS = Shaping(centered_ranks, "centred ranks")
 REWARD_STD = Shaping(reward_std_scaled, "returns / their std (ARS)")
 NES_UTILITIES = Shaping(nes_utilities, "NES utilities")
 RAW_RETURNS = Shaping(raw_fitness, "raw returns")
+#: the shapings a ``fitness_shaping`` knob names
+SHAPINGS: dict[str, Shaping] = {
+    "centered_ranks": CENTRED_RANKS,
+    "reward_std": REWARD_STD,
+    "nes": NES_UTILITIES,
+    "raw": RAW_RETURNS,
+}
 
 
 def top_pairs(fitness: np.ndarray, count: int) -> np.ndarray:
@@ -263,7 +273,8 @@ class SGD:
     def step(self, loss_gradient: np.ndarray) -> np.ndarray:
         self.t += 1
         self.v = self.momentum * self.v + (1.0 - self.momentum) * loss_gradient
-        return (-self.stepsize * self.v).astype(np.float32)
+        # in the gradient's precision: float32 for the noise-table strategies, float64 xNES's
+        return (-self.stepsize * self.v).astype(np.asarray(loss_gradient).dtype)
 
     def state_dict(self) -> dict[str, Any]:
         return {"v": self.v.copy(), "t": self.t, "stepsize": self.stepsize}
@@ -372,87 +383,200 @@ class SNESSigma:
         return (s * np.exp(self.learning_rate / 2.0 * grad)).astype(np.float32)
 
 
-# -- the composed strategy -------------------------------------------------------------------
-class MirroredES:
-    """Ask/tell over a flat float32 centre from the parts above (maximises fitness).
+# -- schedules ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Schedule:
+    """The run's schedules, a rule inside the strategy (so replicas replay them): after each
+    tell, ``sigma <- max(sigma * sigma_decay, sigma_min)`` and the step size
+    ``eta <- max(eta * lr_decay, lr_min)``."""
 
-    This class is OpenAI-ES's arithmetic: one scalar sigma, which only the run's schedule
-    moves, and the mirrored estimate itself as the centre gradient (E2, ``1/sigma`` folded
-    into the step size). A strategy with another gradient or sigma overrides
-    :meth:`centre_gradient` and declares :attr:`sigma_per_coordinate`.
+    sigma_decay: float = 1.0
+    sigma_min: float = 0.0
+    lr_decay: float = 1.0
+    lr_min: float = 0.0
+
+    def sigma(self, value: Any) -> Any:
+        """``value`` (a scalar, or one per coordinate) after one generation's schedule."""
+        if self.sigma_decay == 1.0 and self.sigma_min == 0.0:
+            return value
+        if np.ndim(value) == 0:
+            return max(float(value) * self.sigma_decay, self.sigma_min)
+        scaled = np.asarray(value) * self.sigma_decay
+        return np.maximum(scaled, self.sigma_min).astype(np.asarray(value).dtype)
+
+    def rate(self, value: float) -> float:
+        """A step size after one generation's schedule."""
+        return max(value * self.lr_decay, self.lr_min)
+
+
+#: no schedule: sigma and the step size move only by the strategy's own rules
+NO_SCHEDULE = Schedule()
+
+
+# -- the strategy protocol --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Probe:
+    """Episodes a strategy asks for besides its candidates' (novelty search: its centres').
+
+    Each policy plays every seed of ``env_seeds`` with its behaviour characterisation
+    returned; ``None`` plays the centre of the generation's target. ``receive`` gets the
+    results (policy by policy) and each policy's mean training return.
     """
 
-    #: the shape of sigma this strategy keeps: False, one scalar (a float, which a schedule
-    #: may move); True, one float32 per coordinate, moved by the sigma rule alone
-    sigma_per_coordinate: ClassVar[bool] = False
+    policies: list[np.ndarray | None]
+    env_seeds: list[int]
+    receive: Callable[[list[EvalResult], np.ndarray], None]
+
+
+class Strategy(ABC):
+    """Ask/tell over flat parameter vectors with explicit state; maximises fitness.
+
+    The one protocol every ES here implements, whatever its candidates are on the wire
+    (noise-table slices or vectors: its codec's business). ``ask(rng)`` draws from the
+    generation's stream ``rng``; a strategy that wraps a library drawing from its own
+    generator keeps that generator's state in :meth:`state_dict`.
+    """
+
+    #: its candidates' tasks also return their behaviour characterisations (:meth:`observe`)
+    wants_behaviour: ClassVar[bool] = False
+
+    @abstractmethod
+    def ask(self, rng: np.random.Generator) -> list[Any]:
+        """The generation's candidates."""
+
+    @abstractmethod
+    def tell(self, candidates: list[Any], fitness: np.ndarray) -> None:
+        """The candidates' fitness (returns: higher is better; a failed candidate -inf)."""
+
+    @abstractmethod
+    def centre(self) -> np.ndarray:
+        """The parameters that stand for the current policy (mean or recommendation)."""
+
+    def metrics(self) -> dict[str, float]:
+        """Metrics of the generation just told."""
+        return {}
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the strategy needs to continue bit for bit (its checkpoint keys)."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` captured (``state`` is the whole checkpoint)."""
+
+    def observe(self, results: list[EvalResult]) -> None:  # noqa: B027 - optional
+        """The generation's results, just before the tell (behaviour characterisations)."""
+
+    def probes(self) -> list[Probe]:
+        """Extra episodes needed now: asked before each ask and after each tell."""
+        return []
+
+    def artifacts(self) -> dict[str, Any]:
+        """Extra facts for the run record."""
+        return {}
+
+
+# -- the composed strategy -------------------------------------------------------------------
+def openai_gradient(g: np.ndarray, sigma: Sigma, selected: int) -> np.ndarray:
+    """E2 for OpenAI-ES: the estimate ``g`` itself (``1/sigma`` is in the step size)."""
+    return g
+
+
+def mirrored_estimate(
+    noise: NoiseTable,
+    candidates: list[Candidate],
+    kept: np.ndarray,
+    shaped: np.ndarray,
+    dim: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """E1 over the kept pairs: ``g`` (float32) and the pairs' perturbations ``z``."""
+    plus, minus = shaped[0::2], shaped[1::2]
+    eps = np.stack([noise.get(candidates[2 * int(i)].noise_index, dim) for i in kept])
+    grad = ((plus - minus).astype(np.float32) @ eps) / np.float32(shaped.size)
+    return grad, eps
+
+
+class MirroredES(Strategy):
+    """Ask/tell over a flat float32 mean from the parts above (maximises fitness).
+
+    OpenAI-ES, PGPE and SNES are each a choice of parts: the centre gradient (E2; OpenAI-ES
+    the estimate itself, ``1/sigma`` folded into the step size), the sigma rule (E3) and
+    the shape of sigma (a scalar, or one float32 per coordinate, as it is given).
+    """
 
     def __init__(
         self,
-        centre: np.ndarray,
+        mean: np.ndarray,
         noise: NoiseTable,
         sigma: Sigma,
         *,
         sampler: MirroredSampler,
         shaping: FitnessShaping,
         update: UpdateRule,
+        gradient: Callable[[np.ndarray, Sigma, int], np.ndarray] = openai_gradient,
         sigma_rule: SigmaRule | None = None,
         l2_coeff: float = 0.0,
+        schedule: Schedule = NO_SCHEDULE,
     ) -> None:
-        self.centre = np.asarray(centre, dtype=np.float32).copy()
+        self.mean = np.asarray(mean, dtype=np.float32).copy()
         self.noise = noise
-        self.sigma: Sigma = self.as_sigma(sigma)
+        self.sigma: Sigma = (
+            float(sigma) if np.ndim(sigma) == 0 else np.array(sigma, dtype=np.float32)
+        )
         self.sampler = sampler
         self.shaping = shaping
         self.optimizer = update
+        self.gradient = gradient
         self.sigma_rule: SigmaRule = sigma_rule or ConstantSigma()
         self.l2_coeff = l2_coeff
+        self.schedule = schedule
         self.last_grad_norm = 0.0
 
-    def as_sigma(self, value: Sigma | list[float]) -> Sigma:
-        """``value`` (a config's, a checkpoint's) in the shape this strategy declares."""
-        if not self.sigma_per_coordinate:
-            return float(np.asarray(value))
-        sigma = np.array(value, dtype=np.float32)
-        if sigma.shape != self.centre.shape:
-            raise ValueError(
-                f"{type(self).__name__} keeps one sigma per coordinate: expected shape "
-                f"{self.centre.shape}, got {sigma.shape}"
-            )
-        return sigma
-
-    def centre_gradient(self, g: np.ndarray, selected: int) -> np.ndarray:
-        """E2 for OpenAI-ES: the estimate ``g`` itself (``1/sigma`` is in the step size).
-
-        ``selected``: how many mirrored candidates entered ``g`` (2 |kept|).
-        """
-        return g
-
-    @property
-    def population(self) -> int:
-        return self.sampler.population
-
     def ask(self, rng: np.random.Generator) -> list[Candidate]:
-        return self.sampler.ask(rng, self.noise, self.centre.size)
+        return self.sampler.ask(rng, self.noise, self.mean.size)
 
     def tell(self, candidates: list[Candidate], fitness: np.ndarray) -> None:
-        """Update the centre (E1, E2) and sigma (E3) from mirrored pairs' fitness."""
+        """Update the mean (E1, E2) and sigma (E3) from mirrored pairs' fitness, then the
+        schedules."""
         kept, shaped = self.shaping(fitness)
-        plus, minus = shaped[0::2], shaped[1::2]
-        dim = self.centre.size
-        eps = np.stack([self.noise.get(candidates[2 * int(i)].noise_index, dim) for i in kept])
-        grad = ((plus - minus).astype(np.float32) @ eps) / np.float32(shaped.size)
-        grad = self.centre_gradient(grad, shaped.size)
+        grad, eps = mirrored_estimate(self.noise, candidates, kept, shaped, self.mean.size)
+        grad = self.gradient(grad, self.sigma, shaped.size)
         self.last_grad_norm = float(np.linalg.norm(grad))
-        self.centre = self.centre + self.optimizer.step(-grad + self.l2_coeff * self.centre)
-        self.sigma = self.sigma_rule.update(self.sigma, plus, minus, eps)
+        self.mean = self.mean + self.optimizer.step(-grad + self.l2_coeff * self.mean)
+        sigma = self.sigma_rule.update(self.sigma, shaped[0::2], shaped[1::2], eps)
+        self.sigma = self.schedule.sigma(sigma)
+        self.optimizer.stepsize = self.schedule.rate(self.optimizer.stepsize)
 
-    @property
-    def learning_rate(self) -> float:
-        return self.optimizer.stepsize
+    def centre(self) -> np.ndarray:
+        return self.mean
 
-    @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        self.optimizer.stepsize = value
+    def metrics(self) -> dict[str, float]:
+        return {
+            "sigma": sigma_summary(self.sigma),
+            "lr": self.optimizer.stepsize,
+            "grad_norm": self.last_grad_norm,
+            "param_norm": float(np.linalg.norm(self.mean)),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "centre": self.mean.copy(),
+            "sigma": copy.copy(self.sigma),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.mean = np.asarray(state["centre"], dtype=np.float32).copy()
+        if np.ndim(self.sigma) == 0:
+            self.sigma = float(np.asarray(state["sigma"]))
+        else:
+            sigma = np.array(state["sigma"], dtype=np.float32)
+            if sigma.shape != self.mean.shape:
+                raise ValueError(
+                    f"one sigma per coordinate: expected shape {self.mean.shape}, got {sigma.shape}"
+                )
+            self.sigma = sigma
+        self.optimizer.load_state_dict(state["optimizer"])
 
 
 def sigma_summary(sigma: Sigma) -> float:

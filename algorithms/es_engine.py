@@ -1,31 +1,34 @@
-"""The one ES generation loop, which every evolution strategy here runs.
+"""The one ES algorithm: a generation loop given a strategy, a candidate codec and run parts.
 
-An :class:`ESAlgorithm` owns a generation: seeds, tasks, evaluation, fitness, tell, record,
-its timing, the evaluation of the current policy and the checkpoint of the strategy's
-state. The strategy is an ask/tell object over explicit state (as in evosax, pycma and
-Nevergrad), built once by :meth:`ESAlgorithm.build_strategy`. Two families differ only in
-what a candidate is, and so in how its task is written and what the workers are sent:
+:class:`ESAlgorithm` owns a generation: seeds, tasks, evaluation, fitness, tell, record, its
+timing, the evaluation of the current policy and the checkpoint. It is composed, not
+subclassed (as evosax's strategies and stable-baselines3's adapters are given their parts):
 
-* noise-table strategies (:class:`algorithms.es_engine.NoiseTableES`: OpenAI-ES/ARS,
-  PGPE, SNES): a candidate is a *(noise index, sign)* pair of the shared table (Salimans
-  et al. 2017, Algorithm 2); the centre, sigma and the observation statistics travel in a
-  broadcast once per generation, or every worker keeps a replica (``sync=seeds``);
-* vector strategies (:class:`algorithms.vector_es.VectorES`: CMA-ES, Nevergrad, the
-  plugin's CEM): a candidate is a parameter vector, carried inside its task.
+* a **strategy** (:class:`algorithms.es_core.Strategy`): ask/tell over explicit state,
+  maximising, with its shaping, update rule and schedules injected;
+* a **candidate codec**, what a candidate is on the wire: :class:`TableCodec`, a *(noise
+  index, sign)* pair of the shared table (Salimans et al. 2017, Algorithm 2), whose centre
+  and sigma travel in a broadcast once per generation or live in every worker's replica
+  (``sync=seeds``); or :class:`VectorCodec`, a parameter vector carried in its task
+  (CMA-ES, Nevergrad, xNES, LM-MA-ES: the "simple parallelisation" of the GoodAI post);
+* the **run parts** every ES gets whatever its codec (:class:`RunParts`): observation
+  normalisation, the training episode cap and action noise, from :class:`RunKnobs`.
 
-Env seeds of every episode come from ``stream_rng(seed, STREAM_GENERATION, generation)``
-and the initial parameters from ``stream_rng(seed, STREAM_INIT)`` for every ES alike.
+An ES is registered as data, :func:`register_es` (name, config, strategy, codec). Env
+seeds of every episode come from ``stream_rng(seed, STREAM_GENERATION, generation)`` and the
+initial parameters from ``stream_rng(seed, STREAM_INIT)`` for every ES alike.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 import zlib
-from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, final
 
 import numpy as np
 
@@ -38,6 +41,7 @@ from algorithms.es_common import (
     fitness_of,
     generation_record,
     new_time_counters,
+    optimizer_seed,
     stream_rng,
 )
 from algorithms.es_core import (
@@ -47,273 +51,27 @@ from algorithms.es_core import (
     ClipUp,
     FitnessShaping,
     MirroredES,
+    Probe,
+    Schedule,
+    Strategy,
     UpdateRule,
-    sigma_summary,
 )
+from algorithms.registry import register_definition
 from envs.obs_norm import RunningStat
 from envs.policies import build_policy
 from evaluation.backends import Evaluator
 from evaluation.noise import DEFAULT_NOISE_SIZE, NoiseSpec, NoiseTable
-from evaluation.protocol import (
-    Broadcast,
-    EvalResult,
-    EvalTask,
-    GenerationStats,
-    ReplicaRef,
-)
+from evaluation.protocol import Broadcast, EvalResult, EvalTask, GenerationStats, ReplicaRef
 
-
-class ESAlgorithm(Algorithm):
-    """One generation loop over a strategy's ask/tell; a family says what a candidate is."""
-
-    family = "es"
-
-    def __init__(self, context: RunContext, config: Any, evaluator: Evaluator) -> None:
-        super().__init__(context, config, evaluator)
-        config.validate()
-        self.evaluator = evaluator
-        self.policy = build_policy(context.policy_spec)
-        #: the parameters every ES of this seed starts from
-        self.initial: np.ndarray = self.policy.init_params(stream_rng(context.seed, STREAM_INIT))
-        self.generation = 0
-        #: training timesteps so far (the runner's count), broadcast for ``anneal_timesteps``
-        self.timesteps = 0
-        #: cumulative seconds per part of the wall-clock (es_common.ES_TIME_PARTS)
-        self.time_counters = new_time_counters()
-
-    # -- what a family provides ------------------------------------------------------------
-    @abstractmethod
-    def _ask(self, rng: np.random.Generator) -> list[Any]:
-        """The generation's candidates (``rng``: the generation's stream)."""
-
-    @abstractmethod
-    def _tasks(self, candidates: list[Any], rng: np.random.Generator) -> list[EvalTask]:
-        """The candidates' tasks, their env seeds drawn from ``rng``."""
-
-    @abstractmethod
-    def _target(self) -> Broadcast | ReplicaRef:
-        """What the workers evaluate the generation's tasks against."""
-
-    @abstractmethod
-    def _policy_target(self) -> Broadcast | ReplicaRef:
-        """What the workers evaluate the current policy against."""
-
-    @abstractmethod
-    def _population_of(self, candidates: list[Any], fitness: np.ndarray) -> dict[str, Any]:
-        """The population log's record of the generation (before the tell)."""
-
-    @abstractmethod
-    def _tell(self, candidates: list[Any], fitness: np.ndarray) -> None:
-        """Tell the strategy the candidates' fitness (returns: higher is better)."""
-
-    def _observe(self, results: list[EvalResult]) -> None:
-        """Take from the generation's results, just before the tell, what the strategy needs
-        besides fitness (novelty search: each candidate's behaviour characterisation, which
-        its tasks asked for with ``EvalTask.behaviour``); by default nothing."""
-
-    def _after_tell(
-        self,
-        candidates: list[Any],
-        fitness: np.ndarray,
-        results: list[EvalResult],
-        stats: GenerationStats,
-        extras: dict[str, float],
-    ) -> float:
-        """The family's bookkeeping after the tell and the counts; returns sync seconds."""
-        return 0.0
-
-    def _extras(self) -> dict[str, float]:
-        """The family's and the strategy's metrics of the step just taken."""
-        return {}
-
-    @abstractmethod
-    def _strategy_state(self) -> dict[str, Any]:
-        """The strategy's part of a checkpoint."""
-
-    @abstractmethod
-    def _load_strategy_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`_strategy_state` captured."""
-
-    # -- one generation --------------------------------------------------------------------
-    def step(self) -> StepRecord:
-        step_started = started = time.perf_counter()
-        rng = stream_rng(self.context.seed, STREAM_GENERATION, self.generation)
-        candidates = self._ask(rng)
-        ask_s = time.perf_counter() - started
-        tasks = self._tasks(candidates, rng)
-        started = time.perf_counter()
-        target = self._target()
-        sync_s = time.perf_counter() - started
-        started = time.perf_counter()
-        results, stats = self.evaluator.evaluate(target, tasks)
-        evaluate_s = time.perf_counter() - started
-        count_evaluation(self.time_counters, stats)
-        fitness, failures = fitness_of(results, self.context.fail_on_env_error)
-        self._population = self._population_of(candidates, fitness)
-        started = time.perf_counter()
-        self._observe(results)
-        self._tell(candidates, fitness)
-        update_s = time.perf_counter() - started + ask_s
-        finished = [r.lengths for r in results if r.failed is None]
-        lengths = np.concatenate(finished) if finished else np.zeros(0, dtype=np.int64)
-        extras = {
-            "episode_length_mean": float(lengths.mean()) if lengths.size else 0.0,
-            "evaluate_s": evaluate_s,
-            "update_s": update_s,
-            "straggler_s": stats.straggler_s,
-            # the slowest task's own seconds (harness.bench.project: the generation's tail)
-            "longest_task_s": max((r.duration_s for r in results), default=0.0),
-            "worker_start_s": stats.worker_start_s,
-            "failed_candidates": float(len(failures)),
-            "retried_tasks": float(stats.retried_tasks),
-        }
-        self.generation += 1
-        self.timesteps += int(sum(r.steps for r in results))
-        sync_s += self._after_tell(candidates, fitness, results, stats, extras)
-        extras.update(self._extras())
-        self.time_counters["obs_sync"] += sync_s
-        self.time_counters["head_update"] += (
-            time.perf_counter() - step_started - evaluate_s - sync_s
-        )
-        return generation_record(results, fitness, stats, extras)
-
-    # -- evaluation, state -----------------------------------------------------------------
-    def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
-        tasks = [
-            EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
-            for i, s in enumerate(env_seeds)
-        ]
-        results, stats = self.evaluator.evaluate(self._policy_target(), tasks)
-        count_evaluation(self.time_counters, stats)
-        fitness, _ = fitness_of(results, fail_on_env_error=True, training=False)
-        return fitness
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "generation": self.generation,
-            "timesteps": self.timesteps,
-            **self._strategy_state(),
-            "config": asdict(self.config),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.generation = int(state["generation"])
-        # checkpoints from before the count carried none; only anneal_timesteps reads it
-        self.timesteps = int(state.get("timesteps", 0))
-        self._load_strategy_state(state)
-
-    def close(self) -> None:
-        self.evaluator.close()
-
-
-# -- the noise-table family ----------------------------------------------------------------
+#: Candidates are logged for the UMAP map only while a generation holds at most this many floats.
+POPULATION_LOG_MAX_FLOATS = 200_000
 SYNC_MODES = ("broadcast", "seeds")
 
 
+# -- the knobs every ES has --------------------------------------------------------------------
 @dataclass(frozen=True)
-class ReplicaUpdate:
-    """One generation's update in replicated mode: O(population) scalars, independent of d.
-
-    The shaped fitness is a function of ``fitness`` (centred ranks), so sending the raw
-    fitness lets every replica run the head's own ``tell``, bit for bit.
-    """
-
-    generation: int
-    noise_indices: np.ndarray  # int64, one per mirrored pair (+eps, -eps)
-    fitness: np.ndarray  # float64, one per candidate, as the head told it
-    obs_increments: list[tuple[np.ndarray, np.ndarray, int]]  # in the head's order
-    #: after this generation's schedules; None when sigma is per coordinate (PGPE, SNES):
-    #: every replica's own tell adapts it, bit for bit, so it never travels
-    sigma: float | None
-    learning_rate: float
-    timesteps: int = 0  # the head's training timesteps after this generation
-
-
-def obs_normalisation(
-    obs_stat: RunningStat, obs_norm: bool
-) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """The observation mean and std every worker applies (None, None: no normalisation)."""
-    if not obs_norm:
-        return None, None
-    return obs_stat.mean.astype(np.float32), obs_stat.std.astype(np.float32)
-
-
-def make_broadcast(
-    es: MirroredES, obs_stat: RunningStat, obs_norm: bool, generation: int, timesteps: int
-) -> Broadcast:
-    """What the workers evaluate against: centre, sigma (scalar or per coordinate), obs stats.
-
-    The one place a broadcast is built, by the head and by every replica alike.
-    """
-    mean, std = obs_normalisation(obs_stat, obs_norm)
-    return Broadcast(generation, es.centre, es.sigma, mean, std, timesteps)
-
-
-class OptimESReplica:
-    """A worker's copy of the head's state for replicated mode (Algorithm 2 of the paper).
-
-    Pickled as the full sync (centre, optimizer moments, obs statistics, sigma) without
-    the noise table: the worker binds its own view of it.
-    """
-
-    def __init__(
-        self,
-        es: MirroredES,
-        obs_stat: RunningStat,
-        obs_norm: bool,
-        generation: int,
-        timesteps: int = 0,
-    ) -> None:
-        self.es = es
-        self.obs_stat = obs_stat
-        self.obs_norm = obs_norm
-        self.generation = generation
-        self.timesteps = timesteps
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        es = copy.copy(self.es)
-        vars(es)["noise"] = None  # never ship the table
-        state["es"] = es
-        return state
-
-    def bind(self, noise: Any) -> None:
-        self.es.noise = noise
-
-    def apply(self, update: ReplicaUpdate) -> None:
-        candidates = [Candidate(int(i), sign) for i in update.noise_indices for sign in (1, -1)]
-        self.es.tell(candidates, update.fitness)
-        for obs_sum, obs_sumsq, count in update.obs_increments:
-            self.obs_stat.increment(obs_sum, obs_sumsq, count)
-        if update.sigma is not None:
-            self.es.sigma = update.sigma
-        self.es.learning_rate = update.learning_rate
-        self.generation = update.generation
-        self.timesteps = update.timesteps
-
-    def broadcast(self) -> Broadcast:
-        return make_broadcast(
-            self.es, self.obs_stat, self.obs_norm, self.generation, self.timesteps
-        )
-
-    def checksum(self) -> int:
-        """CRC-32 of the centre, the optimizer moments, sigma and the obs statistics."""
-        crc = zlib.crc32(np.ascontiguousarray(self.es.centre).data)
-        for value in self.es.optimizer.state_dict().values():
-            crc = zlib.crc32(np.ascontiguousarray(value).data, crc)
-        if self.es.sigma_per_coordinate:
-            crc = zlib.crc32(np.ascontiguousarray(self.es.sigma).data, crc)
-            crc = zlib.crc32(np.array([self.obs_stat.count]).data, crc)
-        else:
-            crc = zlib.crc32(np.array([self.es.sigma, self.obs_stat.count]).data, crc)
-        crc = zlib.crc32(self.obs_stat.sum.data, crc)
-        return zlib.crc32(self.obs_stat.sumsq.data, crc)
-
-
-# -- config pieces of the noise-table family ---------------------------------------------------
-@dataclass(frozen=True)
-class NoiseTableRunKnobs:
-    """What the loop of every noise-table ES reads: observations, episodes, the table."""
+class RunKnobs:
+    """What every ES run gets, whatever its codec: observations, episodes, schedules."""
 
     obs_norm: bool = doc("normalise observations by running mean and std", True)
     obs_fraction: float = doc("fraction of rollouts whose observations update the stats", 0.01)
@@ -322,10 +80,13 @@ class NoiseTableRunKnobs:
     train_episode_steps: int = doc(
         "cap on training episodes in steps, 0 for none (evaluation keeps the env's limit)", 0
     )
+    sigma_decay: float = doc("sigma multiplied by this every generation", 1.0)
+    sigma_min: float = doc("floor for the sigma schedule", 0.0)
     lr_decay: float = doc("learning rate multiplied by this every generation", 1.0)
     lr_min: float = doc("floor for the learning-rate schedule", 0.0)
-    noise_size: int = doc("floats in the shared noise table", DEFAULT_NOISE_SIZE)
-    noise_seed: int = doc("seed of the noise table; -1 uses the run seed", -1)
+
+    #: the schedules this ES's strategy can apply ("sigma", "lr"); a knob of another is refused
+    SCHEDULES: ClassVar[tuple[str, ...]] = ("sigma", "lr")
 
     def validate_run(self) -> None:
         """Raise ValueError naming the first bad value of these knobs."""
@@ -337,6 +98,44 @@ class NoiseTableRunKnobs:
             )
         if not 0.0 <= self.obs_fraction <= 1.0:
             raise ValueError(f"obs_fraction must be in [0, 1], got {self.obs_fraction}")
+        if not 0.0 <= self.action_noise_std < math.inf:
+            raise ValueError(f"action_noise_std must be >= 0, got {self.action_noise_std}")
+        for kind in ("sigma", "lr"):
+            decay, floor = getattr(self, f"{kind}_decay"), getattr(self, f"{kind}_min")
+            if not (0.0 < decay < math.inf and 0.0 <= floor < math.inf):
+                raise ValueError(f"{kind}_decay must be > 0 and {kind}_min >= 0, got {decay}")
+            if (decay, floor) != (1.0, 0.0) and kind not in self.SCHEDULES:
+                raise ValueError(
+                    f"{kind}_decay and {kind}_min need a strategy with a {kind} to schedule; "
+                    f"this one has none (got {decay}, {floor})"
+                )
+
+    def schedule(self) -> Schedule:
+        """The schedules as the rule the strategy is given."""
+        return Schedule(self.sigma_decay, self.sigma_min, self.lr_decay, self.lr_min)
+
+
+@dataclass(frozen=True)
+class VectorRunKnobs(RunKnobs):
+    """:class:`RunKnobs` with observation normalisation off by default (as GoodAI's Nevergrad
+    and CMA runs had none) and, on, gathered from every rollout."""
+
+    obs_norm: bool = doc(
+        "normalise observations by the running mean and std of the training rollouts (as "
+        "optimes; off: raw observations, as GoodAI's Nevergrad and CMA runs)",
+        False,
+    )
+    obs_fraction: float = doc(
+        "fraction of training rollouts whose observations update the statistics", 1.0
+    )
+
+
+@dataclass(frozen=True)
+class NoiseTableKnobs:
+    """The shared noise table of a table-codec ES."""
+
+    noise_size: int = doc("floats in the shared noise table", DEFAULT_NOISE_SIZE)
+    noise_seed: int = doc("seed of the noise table; -1 uses the run seed", -1)
 
 
 @dataclass(frozen=True)
@@ -427,115 +226,266 @@ def validate_population(population: int, top_directions: int) -> None:
         )
 
 
-class NoiseTableES(ESAlgorithm):
-    """The noise-table family: candidates are (index, sign) of the shared table.
+# -- the run parts ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StrategyStart:
+    """What a strategy is built from besides its config."""
 
-    A subclass gives its ``Config`` (with :class:`NoiseTableRunKnobs`, ``population``,
-    ``sigma`` and ``l2_coeff``) and :meth:`build_strategy`; the centre starts at the
-    policy's init, the run's schedule moves a scalar sigma (``sigma_decay``, if the config
-    has one) and the learning rate.
-    """
-
-    supports_replicated = True
-
-    @classmethod
-    def noise_spec_for(cls, context: RunContext, config: Any) -> NoiseSpec:
-        """The table of Algorithm 2: ``noise_size`` floats from ``noise_seed`` (else the run's)."""
-        noise_seed = context.seed if config.noise_seed < 0 else config.noise_seed
-        return NoiseSpec(config.noise_size, noise_seed)
-
-    @abstractmethod
-    def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
-        """The strategy at ``centre`` over ``noise``, from :attr:`config`."""
-
-    def __init__(self, context: RunContext, config: Any, evaluator: Evaluator) -> None:
-        super().__init__(context, config, evaluator)
-        if context.sync not in SYNC_MODES:
-            raise ValueError(f"sync must be broadcast or seeds, got {context.sync!r}")
-        self.replicated = context.sync == "seeds"
-        self.noise_spec: NoiseSpec = self.noise_spec_for(context, config)
-        if evaluator.noise_spec != self.noise_spec:
-            # Workers would decode (index, sign) from another table: wrong results, silently.
-            raise ValueError(
-                f"the evaluator holds noise table {evaluator.noise_spec}, {self.name} needs "
-                f"{self.noise_spec} (build it with noise_spec_for)"
-            )
-        # The head reconstructs perturbations from the table; it borrows the evaluator's
-        # copy in this process when there is one rather than drawing 128 MiB again.
-        local = evaluator.noise
-        self._owns_noise = local is None or local.spec != self.noise_spec
-        self.noise: NoiseTable = (
-            local
-            if local is not None and not self._owns_noise
-            else NoiseTable.create(self.noise_spec)
-        )
-        self.strategy: MirroredES = self.build_strategy(self.initial, self.noise)
-        self.obs_stat = RunningStat((context.policy_spec.obs_dim,))
-        self.episode_cap: int | None = self._training_limit()
-        if self.replicated:
-            self.evaluator.attach_replica(self._replica)
+    #: the parameters every ES of this seed starts from (float32)
+    params: np.ndarray
+    #: the run seed
+    seed: int
+    #: the shared noise table (a table-codec ES), else None
+    noise: NoiseTable | None
+    #: the policy's initialisation (more starting points: a meta-population's centres)
+    init_params: Callable[[np.random.Generator], np.ndarray]
 
     @property
-    def es(self) -> MirroredES:
-        """The strategy (its older name)."""
-        return self.strategy
+    def library_seed(self) -> int:
+        """The seed of a strategy's own generator (pycma's, Nevergrad's, a RandomState)."""
+        return optimizer_seed(self.seed, 0)
 
-    def _training_limit(self) -> int | None:
+
+def obs_normalisation(
+    obs_stat: RunningStat, obs_norm: bool
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The observation mean and std every worker applies (None, None: no normalisation)."""
+    if not obs_norm:
+        return None, None
+    return obs_stat.mean.astype(np.float32), obs_stat.std.astype(np.float32)
+
+
+class RunParts:
+    """Observation normalisation, the training episode cap and action noise of one run."""
+
+    def __init__(self, knobs: RunKnobs, context: RunContext) -> None:
+        self.knobs = knobs
+        self.context = context
+        self.obs_stat = RunningStat((context.policy_spec.obs_dim,))
+        self.episode_cap: int | None = self.limit()
+
+    def limit(self) -> int | None:
         """The longest training episode: the run's limit, lowered by ``train_episode_steps``."""
-        limits = [self.context.max_episode_steps, self.config.train_episode_steps or None]
+        limits = [self.context.max_episode_steps, self.knobs.train_episode_steps or None]
         known = [limit for limit in limits if limit is not None]
         return min(known) if known else None
 
-    def _replica(self) -> OptimESReplica:
-        """The head's state as a replica (shares its arrays; pickling copies them)."""
-        return OptimESReplica(
-            self.strategy, self.obs_stat, self.config.obs_norm, self.generation, self.timesteps
-        )
+    def normalisation(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        return obs_normalisation(self.obs_stat, self.knobs.obs_norm)
 
-    def _broadcast(self) -> Broadcast:
-        return make_broadcast(
-            self.strategy, self.obs_stat, self.config.obs_norm, self.generation, self.timesteps
-        )
+    def tasks(
+        self,
+        candidates: int,
+        rng: np.random.Generator,
+        every_draw: bool,
+        make: Callable[..., EvalTask],
+        behaviour: bool = False,
+    ) -> list[EvalTask]:
+        """The candidates' tasks with this run's fields, drawn from ``rng`` after the env seeds.
 
-    # -- the family's parts of the loop ----------------------------------------------------
-    def _ask(self, rng: np.random.Generator) -> list[Candidate]:
-        return self.strategy.ask(rng)
-
-    def _tasks(self, candidates: list[Candidate], rng: np.random.Generator) -> list[EvalTask]:
-        k = self.context.episodes_per_fitness
-        pairs = len(candidates) // 2
-        env_seeds = rng.integers(0, SEED_BOUND, size=(pairs, k))
-        collect = rng.random(len(candidates)) < self.config.obs_fraction
-        action_seeds = rng.integers(0, SEED_BOUND, size=len(candidates))
+        ``every_draw``: draw the observation choice and the action-noise seed for every task
+        whether used or not (the table codec's stream, as its recorded runs drew it); else
+        only those used.
+        """
+        knobs = self.knobs
+        collect = np.zeros(candidates, dtype=bool)
+        if every_draw or knobs.obs_norm:
+            collect = (rng.random(candidates) < knobs.obs_fraction) & knobs.obs_norm
+        seeds: list[int | None] = [None] * candidates
+        if every_draw or knobs.action_noise_std > 0:
+            seeds = [int(s) for s in rng.integers(0, SEED_BOUND, size=candidates)]
+        noise_std = knobs.action_noise_std if every_draw or knobs.action_noise_std > 0 else 0.0
         return [
-            EvalTask(
-                task_id=i,
-                env_seeds=tuple(int(s) for s in env_seeds[i // 2]),
+            make(
+                i,
                 max_steps=self.episode_cap,
-                noise_index=c.noise_index,
-                sign=c.sign,
-                collect_obs=bool(collect[i]) and self.config.obs_norm,
-                action_noise_std=self.config.action_noise_std,
-                action_noise_seed=int(action_seeds[i]),
+                collect_obs=bool(collect[i]),
+                action_noise_std=noise_std,
+                action_noise_seed=seeds[i],
+                behaviour=behaviour,
             )
-            for i, c in enumerate(candidates)
+            for i in range(candidates)
         ]
 
-    def _target(self) -> Broadcast | ReplicaRef:
-        return ReplicaRef(self.generation) if self.replicated else self._broadcast()
+    def absorb(self, results: list[EvalResult]) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """The generation's observation sums into the statistics (the one place they enter)."""
+        increments = [
+            (result.obs_sum, result.obs_sumsq, result.obs_count)
+            for result in results
+            if result.obs_count and result.obs_sum is not None and result.obs_sumsq is not None
+        ]
+        for obs_sum, obs_sumsq, count in increments:
+            self.obs_stat.increment(obs_sum, obs_sumsq, count)
+        return increments
 
-    _policy_target = _target
+    def adapt(self, lengths: np.ndarray) -> None:
+        """``episode_cap: adaptive``: twice the finished episodes' mean length (none: kept)."""
+        if self.knobs.episode_cap == "adaptive" and lengths.size:
+            cap = max(int(2 * lengths.mean()), 1)
+            limit = self.limit()
+            self.episode_cap = cap if limit is None else min(cap, limit)
 
-    def _population_of(self, candidates: list[Candidate], fitness: np.ndarray) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
+        return {"obs_stat": self.obs_stat.state_dict(), "episode_cap": self.episode_cap}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        # checkpoints of vector ES without obs_norm from before the run parts held neither
+        if "obs_stat" in state:
+            self.obs_stat.load_state_dict(state["obs_stat"])
+        self.episode_cap = state.get("episode_cap", self.limit())
+
+    def artifacts(self) -> dict[str, Any]:
+        mean, std = self.normalisation()
+        return {
+            "obs_mean": None if mean is None else mean.tolist(),
+            "obs_std": None if std is None else std.tolist(),
+        }
+
+
+# -- replicated mode ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReplicaUpdate:
+    """One generation's update in replicated mode: O(population) scalars, independent of d.
+
+    The shaped fitness is a function of ``fitness`` and the schedules are rules inside the
+    strategy, so every replica runs the head's own ``tell``, bit for bit.
+    """
+
+    generation: int
+    noise_indices: np.ndarray  # int64, one per mirrored pair (+eps, -eps)
+    fitness: np.ndarray  # float64, one per candidate, as the head told it
+    obs_increments: list[tuple[np.ndarray, np.ndarray, int]]  # in the head's order
+    timesteps: int = 0  # the head's training timesteps after this generation
+
+
+class Replica:
+    """A worker's copy of the head's state for replicated mode (Algorithm 2 of the paper).
+
+    Pickled as the full sync (mean, optimizer moments, obs statistics, sigma) without the
+    noise table: the worker binds its own view of it.
+    """
+
+    def __init__(
+        self,
+        strategy: MirroredES,
+        obs_stat: RunningStat,
+        obs_norm: bool,
+        generation: int,
+        timesteps: int = 0,
+    ) -> None:
+        self.strategy = strategy
+        self.obs_stat = obs_stat
+        self.obs_norm = obs_norm
+        self.generation = generation
+        self.timesteps = timesteps
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        strategy = copy.copy(self.strategy)
+        vars(strategy)["noise"] = None  # never ship the table
+        state["strategy"] = strategy
+        return state
+
+    def bind(self, noise: Any) -> None:
+        self.strategy.noise = noise
+
+    def apply(self, update: ReplicaUpdate) -> None:
+        candidates = [Candidate(int(i), sign) for i in update.noise_indices for sign in (1, -1)]
+        self.strategy.tell(candidates, update.fitness)
+        for obs_sum, obs_sumsq, count in update.obs_increments:
+            self.obs_stat.increment(obs_sum, obs_sumsq, count)
+        self.generation = update.generation
+        self.timesteps = update.timesteps
+
+    def broadcast(self) -> Broadcast:
+        mean, std = obs_normalisation(self.obs_stat, self.obs_norm)
+        strategy = self.strategy
+        return Broadcast(self.generation, strategy.mean, strategy.sigma, mean, std, self.timesteps)
+
+    def checksum(self) -> int:
+        """CRC-32 of the mean, the optimizer moments, sigma and the obs statistics."""
+        parts = [self.strategy.mean, *self.strategy.optimizer.state_dict().values()]
+        parts += [np.asarray(self.strategy.sigma), np.array([self.obs_stat.count])]
+        crc = 0
+        for part in [*parts, self.obs_stat.sum, self.obs_stat.sumsq]:
+            crc = zlib.crc32(np.ascontiguousarray(part).data, crc)
+        return crc
+
+
+# -- candidate codecs ---------------------------------------------------------------------------
+class TableCodec:
+    """A candidate is a *(noise index, sign)* of the shared table; mirrored pairs share their
+    env seeds; the mean and sigma travel in the broadcast, or live in replicas."""
+
+    def __init__(self, es: ESAlgorithm, spec: NoiseSpec) -> None:
+        if es.context.sync not in SYNC_MODES:
+            raise ValueError(f"sync must be broadcast or seeds, got {es.context.sync!r}")
+        if es.evaluator.noise_spec != spec:
+            # Workers would decode (index, sign) from another table: wrong results, silently.
+            raise ValueError(
+                f"the evaluator holds noise table {es.evaluator.noise_spec}, {es.name} needs "
+                f"{spec} (build it with noise_spec_for)"
+            )
+        self.es = es
+        self.replicated = es.context.sync == "seeds"
+        # The head rebuilds perturbations from the table; it borrows the evaluator's copy in
+        # this process when there is one rather than drawing 128 MiB again.
+        local = es.evaluator.noise
+        self._owns_noise = local is None or local.spec != spec
+        self.noise: NoiseTable | None = (
+            local if local is not None and not self._owns_noise else NoiseTable.create(spec)
+        )
+
+    def start(self) -> None:
+        if self.replicated:
+            self.es.evaluator.attach_replica(self.replica)
+
+    def replica(self) -> Replica:
+        """The head's state as a replica (shares its arrays; pickling copies them)."""
+        es = self.es
+        strategy = es.strategy
+        assert isinstance(strategy, MirroredES)
+        knobs = es.run.knobs
+        return Replica(strategy, es.run.obs_stat, knobs.obs_norm, es.generation, es.timesteps)
+
+    def broadcast(self) -> Broadcast:
+        es = self.es
+        strategy: Any = es.strategy
+        mean, std = es.run.normalisation()
+        return Broadcast(es.generation, strategy.mean, strategy.sigma, mean, std, es.timesteps)
+
+    def tasks(self, candidates: list[Candidate], rng: np.random.Generator) -> list[EvalTask]:
+        es = self.es
+        env_seeds = rng.integers(0, SEED_BOUND, size=(len(candidates) // 2, es.episodes))
+
+        def make(i: int, **fields: Any) -> EvalTask:
+            seeds = tuple(int(s) for s in env_seeds[i // 2])
+            noise_index, sign = candidates[i].noise_index, candidates[i].sign
+            return EvalTask(i, seeds, noise_index=noise_index, sign=sign, **fields)
+
+        return es.run.tasks(len(candidates), rng, True, make, es.strategy.wants_behaviour)
+
+    def target(self) -> Broadcast | ReplicaRef:
+        return ReplicaRef(self.es.generation) if self.replicated else self.broadcast()
+
+    def policy_target(self) -> Broadcast | ReplicaRef:
+        if self.replicated:
+            return ReplicaRef(self.es.generation)
+        # the strategy's centre: its mean, or the centre a meta-population chooses
+        broadcast = self.broadcast()
+        return dataclasses.replace(broadcast, centre=self.es.strategy.centre())
+
+    def population(self, candidates: list[Candidate], fitness: np.ndarray) -> dict[str, Any]:
         """(index, sign) with a scalar sigma, else the candidates' vectors."""
-        es = self.strategy
-        record: dict[str, Any] = {"fitness": fitness, "centre": es.centre.copy()}
-        if not es.sigma_per_coordinate:
-            record["sigma"] = float(es.sigma)
+        strategy: Any = self.es.strategy
+        record: dict[str, Any] = {"fitness": fitness, "centre": strategy.mean.copy()}
+        if np.ndim(strategy.sigma) == 0:
+            record["sigma"] = float(strategy.sigma)
             record["noise_index"] = np.array([c.noise_index for c in candidates], np.int64)
             record["sign"] = np.array([c.sign for c in candidates], np.int8)
             return record
-        broadcast = self._broadcast()
+        assert self.noise is not None
+        broadcast = self.broadcast()
         record["candidates"] = np.stack(
             [
                 EvalTask(i, (), None, noise_index=c.noise_index, sign=c.sign).parameters(
@@ -546,109 +496,307 @@ class NoiseTableES(ESAlgorithm):
         )
         return record
 
-    def _tell(self, candidates: list[Candidate], fitness: np.ndarray) -> None:
-        self.strategy.tell(candidates, fitness)
-
-    def _after_tell(
+    def synchronise(
         self,
-        candidates: list[Any],
+        candidates: list[Candidate],
         fitness: np.ndarray,
-        results: list[EvalResult],
+        increments: list[tuple[np.ndarray, np.ndarray, int]],
         stats: GenerationStats,
         extras: dict[str, float],
     ) -> float:
-        """Observation statistics, the adaptive episode cap, schedules, replicas."""
+        """Replicated mode: the generation's update to every replica; returns its seconds."""
+        if not self.replicated:
+            return 0.0
         started = time.perf_counter()
-        increments = self._update_obs_stat(results)
-        sync_s = time.perf_counter() - started
-        finished = [r.lengths for r in results if r.failed is None]
-        lengths = np.concatenate(finished) if finished else np.zeros(1, dtype=np.int64)
-        if self.config.episode_cap == "adaptive" and lengths.size:
-            cap = max(int(2 * lengths.mean()), 1)
-            limit = self._training_limit()
-            self.episode_cap = cap if limit is None else min(cap, limit)
-        self._apply_schedules()
-        if self.replicated:
-            started = time.perf_counter()
-            es = self.strategy
-            update = ReplicaUpdate(
-                self.generation,
-                np.array([c.noise_index for c in candidates[0::2]], dtype=np.int64),
-                np.asarray(fitness, dtype=np.float64),
-                increments,
-                None if es.sigma_per_coordinate else float(es.sigma),
-                es.learning_rate,
-                self.timesteps,
-            )
-            synced = self.evaluator.update_replicas(
-                update, self.generation, self._replica().checksum()
-            )
-            stats.bytes_to_workers += synced.bytes_to_workers
-            stats.bytes_from_workers += synced.bytes_from_workers
-            extras["sync_s"] = time.perf_counter() - started
-            extras["resyncs"] = float(synced.resyncs)
-            sync_s += extras["sync_s"]
-        extras["obs_sync_s"] = sync_s
-        return sync_s
+        es = self.es
+        update = ReplicaUpdate(
+            es.generation,
+            np.array([c.noise_index for c in candidates[0::2]], dtype=np.int64),
+            np.asarray(fitness, dtype=np.float64),
+            increments,
+            es.timesteps,
+        )
+        synced = es.evaluator.update_replicas(update, es.generation, self.replica().checksum())
+        stats.bytes_to_workers += synced.bytes_to_workers
+        stats.bytes_from_workers += synced.bytes_from_workers
+        extras["sync_s"] = time.perf_counter() - started
+        extras["resyncs"] = float(synced.resyncs)
+        return extras["sync_s"]
 
-    def _extras(self) -> dict[str, float]:
-        es = self.strategy
-        return {
-            "sigma": sigma_summary(es.sigma),
-            "lr": es.learning_rate,
-            "grad_norm": es.last_grad_norm,
-            "param_norm": float(np.linalg.norm(es.centre)),
-        }
+    def extras(self, candidates: list[Any]) -> dict[str, float]:
+        return {}
 
-    def _update_obs_stat(
-        self, results: list[EvalResult]
-    ) -> list[tuple[np.ndarray, np.ndarray, int]]:
-        increments = [
-            (result.obs_sum, result.obs_sumsq, result.obs_count)
-            for result in results
-            if result.obs_count and result.obs_sum is not None and result.obs_sumsq is not None
-        ]
-        for obs_sum, obs_sumsq, count in increments:
-            self.obs_stat.increment(obs_sum, obs_sumsq, count)
-        return increments
-
-    def _apply_schedules(self) -> None:
-        """The run's schedules after a generation: the learning rate's (every strategy of
-        the family); a strategy with a scheduled sigma adds its own (OpenAI-ES)."""
-        es = self.strategy
-        es.learning_rate = max(es.learning_rate * self.config.lr_decay, self.config.lr_min)
-
-    # -- state -----------------------------------------------------------------------------
-    def current_parameters(self) -> np.ndarray:
-        return self.strategy.centre.copy()
-
-    def _strategy_state(self) -> dict[str, Any]:
-        es = self.strategy
-        return {
-            "centre": es.centre.copy(),
-            "sigma": copy.copy(es.sigma),
-            "optimizer": es.optimizer.state_dict(),
-            "obs_stat": self.obs_stat.state_dict(),
-            "episode_cap": self.episode_cap,
-        }
-
-    def _load_strategy_state(self, state: dict[str, Any]) -> None:
-        es = self.strategy
-        es.centre = np.asarray(state["centre"], dtype=np.float32).copy()
-        es.sigma = es.as_sigma(state["sigma"])
-        es.optimizer.load_state_dict(state["optimizer"])
-        self.obs_stat.load_state_dict(state["obs_stat"])
-        self.episode_cap = state["episode_cap"]
-        self.evaluator.invalidate_replicas()
-
-    def artifacts(self) -> dict[str, Any]:
-        mean, std = obs_normalisation(self.obs_stat, self.config.obs_norm)
-        return {
-            "obs_mean": None if mean is None else mean.tolist(),
-            "obs_std": None if std is None else std.tolist(),
-        }
+    def restored(self) -> None:
+        self.es.evaluator.invalidate_replicas()
 
     def close(self) -> None:
-        super().close()
-        if self._owns_noise:
+        if self._owns_noise and self.noise is not None:
             self.noise.close()
+
+
+class VectorCodec:
+    """A candidate is a parameter vector, sent inside its task as ``d`` float32 values; each
+    candidate has its own env seeds; the broadcast carries no centre."""
+
+    noise: NoiseTable | None = None
+    replicated = False
+
+    def __init__(self, es: ESAlgorithm, spec: NoiseSpec | None) -> None:
+        self.es = es
+
+    def start(self) -> None:
+        pass
+
+    def tasks(self, candidates: list[np.ndarray], rng: np.random.Generator) -> list[EvalTask]:
+        es = self.es
+        env_seeds = rng.integers(0, SEED_BOUND, size=(len(candidates), es.episodes))
+
+        def make(i: int, **fields: Any) -> EvalTask:
+            vector = np.ascontiguousarray(candidates[i], dtype=np.float32)
+            return EvalTask(i, tuple(int(s) for s in env_seeds[i]), vector=vector, **fields)
+
+        return es.run.tasks(len(candidates), rng, False, make, es.strategy.wants_behaviour)
+
+    def target(self) -> Broadcast | ReplicaRef:
+        mean, std = self.es.run.normalisation()
+        return Broadcast(self.es.generation, None, 0.0, mean, std, self.es.timesteps)
+
+    def policy_target(self) -> Broadcast | ReplicaRef:
+        mean, std = self.es.run.normalisation()
+        return Broadcast(self.es.generation, self.es.current_parameters(), 0.0, mean, std)
+
+    def population(self, candidates: list[np.ndarray], fitness: np.ndarray) -> dict[str, Any]:
+        small = len(candidates) * candidates[0].size <= POPULATION_LOG_MAX_FLOATS
+        return {
+            "fitness": fitness,
+            "centre": self.es.current_parameters().copy(),
+            "candidates": np.stack(candidates).astype(np.float32) if small else None,
+        }
+
+    def synchronise(self, *args: Any) -> float:
+        return 0.0
+
+    def extras(self, candidates: list[Any]) -> dict[str, float]:
+        return {"population": float(len(candidates))}
+
+    def restored(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+CODECS: dict[str, type[TableCodec] | type[VectorCodec]] = {
+    "table": TableCodec,
+    "vector": VectorCodec,
+}
+
+
+# -- registration as data -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ESDefinition:
+    """An ES as data: its config, its strategy and its codec. Behaves as an algorithm class
+    to the harness (what :func:`algorithms.registry.get_algorithm` returns): calling it
+    builds the :class:`ESAlgorithm`."""
+
+    name: str
+    Config: type
+    #: builds the strategy from the config and where it starts
+    strategy: Callable[[Any, StrategyStart], Strategy]
+    codec: Literal["table", "vector"]
+    summary: str = ""
+    describe_update: Callable[[dict[str, Any]], str | None] = lambda params: None
+    describe_population: Callable[[dict[str, Any]], str | None] = lambda params: None
+    defaults_section: str | None = None
+    #: whether ``sync=seeds`` (replicated optimizer state on every worker) is supported
+    supports_replicated: bool = False
+    family: Literal["es"] = "es"
+    zoo_hyperparams: None = None
+
+    def __call__(
+        self, context: RunContext, config: Any, evaluator: Evaluator | None = None
+    ) -> ESAlgorithm:
+        if evaluator is None:
+            raise ValueError(f"{self.name} is an ES: it needs the run's evaluator")
+        return ESAlgorithm(self, context, config, evaluator)
+
+    def section_in_defaults(self) -> str:
+        return self.defaults_section or self.name
+
+    def noise_spec_for(self, context: RunContext, config: Any) -> NoiseSpec | None:
+        """The table of Algorithm 2: ``noise_size`` floats from ``noise_seed`` (else the
+        run's); None for the vector codec."""
+        if self.codec != "table":
+            return None
+        noise_seed = context.seed if config.noise_seed < 0 else config.noise_seed
+        return NoiseSpec(config.noise_size, noise_seed)
+
+    def check_config(self, config: dict[str, Any]) -> None:
+        """Refuse, with a ValueError naming the value, a run config this cannot run."""
+        if config.get("sync") == "seeds" and not self.supports_replicated:
+            raise ValueError(f"{self.name} has no replicated mode: sync=seeds is for optimes")
+
+
+def register_es(name: str, **fields: Any) -> ESDefinition:
+    """Register an ES under ``name`` (see :class:`ESDefinition` for the fields)."""
+    definition = ESDefinition(name, **fields)
+    register_definition(definition)
+    return definition
+
+
+# -- the loop -------------------------------------------------------------------------------------
+@final
+class ESAlgorithm(Algorithm):
+    """One generation loop over a strategy's ask/tell, given a codec and the run parts."""
+
+    family = "es"
+
+    def __init__(
+        self, definition: ESDefinition, context: RunContext, config: Any, evaluator: Evaluator
+    ) -> None:
+        super().__init__(context, config, evaluator)
+        config.validate()
+        self.definition = definition
+        self.name = definition.name
+        self.evaluator = evaluator
+        self.episodes = context.episodes_per_fitness
+        self.policy = build_policy(context.policy_spec)
+        #: the parameters every ES of this seed starts from
+        self.initial: np.ndarray = self.policy.init_params(stream_rng(context.seed, STREAM_INIT))
+        self.generation = 0
+        #: training timesteps so far (the runner's count), broadcast for ``anneal_timesteps``
+        self.timesteps = 0
+        #: cumulative seconds per part of the wall-clock (es_common.ES_TIME_PARTS)
+        self.time_counters = new_time_counters()
+        knobs = config if isinstance(config, RunKnobs) else VectorRunKnobs()
+        self.run = RunParts(knobs, context)
+        self.noise_spec = definition.noise_spec_for(context, config)
+        # If the set-up raises, the runner closes the evaluator: no workers are left.
+        self.codec = CODECS[definition.codec](self, self.noise_spec)  # type: ignore[arg-type]
+        start = StrategyStart(self.initial, context.seed, self.codec.noise, self.policy.init_params)
+        self.strategy: Strategy = definition.strategy(config, start)
+        self.codec.start()
+
+    def _probe(self, probe: Probe) -> tuple[list[EvalResult], GenerationStats, float]:
+        """Play a strategy's probe: each policy on every seed, behaviour returned."""
+        episodes = len(probe.env_seeds)
+        tasks = [
+            EvalTask(
+                i * episodes + e,
+                (seed,),
+                self.run.episode_cap,
+                vector=policy,
+                behaviour=True,
+            )
+            for i, policy in enumerate(probe.policies)
+            for e, seed in enumerate(probe.env_seeds)
+        ]
+        started = time.perf_counter()
+        results, stats = self.evaluator.evaluate(self.codec.target(), tasks)
+        seconds = time.perf_counter() - started
+        count_evaluation(self.time_counters, stats)
+        fitness, _ = fitness_of(results, self.context.fail_on_env_error)
+        probe.receive(results, fitness.reshape(len(probe.policies), episodes).mean(axis=1))
+        return results, stats, seconds
+
+    def step(self) -> StepRecord:
+        probed = [self._probe(probe) for probe in self.strategy.probes()]
+        step_started = started = time.perf_counter()
+        rng = stream_rng(self.context.seed, STREAM_GENERATION, self.generation)
+        candidates = self.strategy.ask(rng)
+        ask_s = time.perf_counter() - started
+        tasks = self.codec.tasks(candidates, rng)
+        started = time.perf_counter()
+        target = self.codec.target()
+        sync_s = time.perf_counter() - started
+        started = time.perf_counter()
+        results, stats = self.evaluator.evaluate(target, tasks)
+        evaluate_s = time.perf_counter() - started
+        count_evaluation(self.time_counters, stats)
+        fitness, failures = fitness_of(results, self.context.fail_on_env_error)
+        self._population = self.codec.population(candidates, fitness)
+        started = time.perf_counter()
+        self.strategy.observe(results)
+        self.strategy.tell(candidates, fitness)
+        update_s = time.perf_counter() - started + ask_s
+        finished = [r.lengths for r in results if r.failed is None]
+        lengths = np.concatenate(finished) if finished else np.zeros(0, dtype=np.int64)
+        extras = {
+            "episode_length_mean": float(lengths.mean()) if lengths.size else 0.0,
+            "evaluate_s": evaluate_s,
+            "update_s": update_s,
+            "straggler_s": stats.straggler_s,
+            # the slowest task's own seconds (harness.bench.project: the generation's tail)
+            "longest_task_s": max((r.duration_s for r in results), default=0.0),
+            "worker_start_s": stats.worker_start_s,
+            "failed_candidates": float(len(failures)),
+            "retried_tasks": float(stats.retried_tasks),
+        }
+        self.generation += 1
+        self.timesteps += int(sum(r.steps for r in results))
+        started = time.perf_counter()
+        increments = self.run.absorb(results)
+        self.run.adapt(lengths)
+        sync_s += time.perf_counter() - started
+        sync_s += self.codec.synchronise(candidates, fitness, increments, stats, extras)
+        extras["obs_sync_s"] = sync_s
+        self.time_counters["obs_sync"] += sync_s
+        self.time_counters["head_update"] += (
+            time.perf_counter() - step_started - evaluate_s - sync_s
+        )
+        probed += [self._probe(probe) for probe in self.strategy.probes()]
+        extras["param_norm"] = float(np.linalg.norm(self.current_parameters()))
+        extras.update(self.codec.extras(candidates))
+        extras.update(self.strategy.metrics())
+        record = generation_record(results, fitness, stats, extras)
+        for results, stats, seconds in probed:
+            steps = int(sum(r.steps for r in results))
+            self.timesteps += steps
+            record.timesteps += steps
+            record.episodes += int(sum(len(r.lengths) for r in results))
+            record.bytes_to_workers += stats.bytes_to_workers
+            record.bytes_from_workers += stats.bytes_from_workers
+            record.worker_seconds += stats.worker_seconds
+            extras["measure_evaluate_s"] = extras.get("measure_evaluate_s", 0.0) + seconds
+        return record
+
+    # -- evaluation, state -----------------------------------------------------------------
+    def evaluate_policy(self, env_seeds: list[int]) -> np.ndarray:
+        tasks = [
+            EvalTask(task_id=i, env_seeds=(s,), max_steps=self.context.max_episode_steps)
+            for i, s in enumerate(env_seeds)
+        ]
+        results, stats = self.evaluator.evaluate(self.codec.policy_target(), tasks)
+        count_evaluation(self.time_counters, stats)
+        fitness, _ = fitness_of(results, fail_on_env_error=True, training=False)
+        return fitness
+
+    def current_parameters(self) -> np.ndarray:
+        return np.asarray(self.strategy.centre(), dtype=np.float32).copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "timesteps": self.timesteps,
+            **self.strategy.state_dict(),
+            **self.run.state_dict(),
+            "config": asdict(self.config),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.generation = int(state["generation"])
+        # checkpoints from before the count carried none; only anneal_timesteps reads it
+        self.timesteps = int(state.get("timesteps", 0))
+        self.strategy.load_state_dict(state)
+        self.run.load_state_dict(state)
+        self.codec.restored()
+
+    def artifacts(self) -> dict[str, Any]:
+        facts = self.strategy.artifacts()
+        if self.definition.codec == "table" or self.run.knobs.obs_norm:
+            facts.update(self.run.artifacts())
+        return facts
+
+    def close(self) -> None:
+        self.evaluator.close()
+        self.codec.close()

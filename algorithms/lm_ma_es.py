@@ -25,7 +25,7 @@ are meant for ``lambda`` well below ``d``; where ``c_sigma`` or ``c_c,i`` would 
 alone instead of an oscillating sum.
 
 A candidate is a vector (workers cannot rebuild ``d_i`` from a table slice); ``z`` is drawn
-from numpy's global RNG, which the run keeps private and checkpoints. All arithmetic is
+from the strategy's own RandomState, seeded from the run seed and checkpointed. All arithmetic is
 float64; the state (``y``, ``sigma``, ``p_sigma``, the ``m x d`` matrix of vectors, ``t``)
 is what a checkpoint holds.
 """
@@ -40,23 +40,26 @@ import numpy as np
 
 from algorithms.base import doc
 from algorithms.es_common import default_population
-from algorithms.registry import register
-from algorithms.vector_es import VectorES, VectorObsNormKnobs, VectorStrategy
+from algorithms.es_core import NO_SCHEDULE, Schedule, Strategy
+from algorithms.es_engine import VectorRunKnobs, register_es
 
 DEFAULT_WORDS = "4 + floor(3 ln d)"
 
 
 @dataclass(frozen=True)
-class LMMAESConfig(VectorObsNormKnobs):
+class LMMAESConfig(VectorRunKnobs):
     """Hyperparameters of ``lm-ma-es``; 0 takes the paper's default for the parameter count."""
 
     population: int = doc(f"lambda, candidates per generation (0: {DEFAULT_WORDS})", 0)
     memory: int = doc(f"m, direction vectors kept (0: {DEFAULT_WORDS})", 0)
     sigma: float = doc("initial step size sigma", 0.1)
 
+    #: LM-MA-ES has no learning rate to schedule
+    SCHEDULES = ("sigma",)
+
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
-        self.validate_obs_norm()
+        self.validate_run()
         if self.population == 1 or self.population < 0:
             raise ValueError(f"population must be 0 (default) or >= 2, got {self.population}")
         if self.memory < 0:
@@ -65,11 +68,15 @@ class LMMAESConfig(VectorObsNormKnobs):
             raise ValueError(f"sigma must be a positive finite number, got {self.sigma}")
 
 
-class LMMAESStrategy(VectorStrategy):
+class LMMAESStrategy(Strategy):
     """LM-MA-ES's ask/tell over ``y``, ``sigma``, ``p_sigma`` and the direction vectors."""
 
-    def __init__(self, config: LMMAESConfig, x0: np.ndarray) -> None:
+    def __init__(
+        self, config: LMMAESConfig, x0: np.ndarray, seed: int, schedule: Schedule = NO_SCHEDULE
+    ) -> None:
         dim = x0.size
+        self.random = np.random.RandomState(seed)
+        self.schedule = schedule
         # (L1) the strategy's constants
         self.population = config.population or default_population(dim)
         self.memory = config.memory or default_population(dim)
@@ -92,8 +99,8 @@ class LMMAESStrategy(VectorStrategy):
         self.z = np.zeros((0, dim))
         self.d = np.zeros((0, dim))
 
-    def ask(self) -> tuple[list[Any], list[np.ndarray]]:
-        self.z = np.random.standard_normal((self.population, self.y.size))  # (L5)
+    def ask(self, rng: np.random.Generator) -> list[np.ndarray]:
+        self.z = self.random.standard_normal((self.population, self.y.size))  # (L5)
         d = self.z.copy()  # (L6)
         for j in range(min(self.t, self.memory)):  # (L7, L8), for all candidates at once, in place
             m_j = self.M[j]
@@ -101,10 +108,10 @@ class LMMAESStrategy(VectorStrategy):
             d *= 1.0 - self.c_d[j]
             d += projection[:, None] * m_j
         self.d = d
-        return list(range(self.population)), list(self.y + self.sigma * d)  # (L9)
+        return list(self.y + self.sigma * d)  # (L9)
 
-    def tell(self, handles: list[Any], losses: np.ndarray) -> None:
-        order = np.asarray(handles)[np.argsort(losses, kind="stable")][: self.mu]
+    def tell(self, candidates: list[np.ndarray], fitness: np.ndarray) -> None:
+        order = np.argsort(-np.asarray(fitness, dtype=np.float64), kind="stable")[: self.mu]
         self.y = self.y + self.sigma * (self.weights @ self.d[order])  # (L10)
         weighted_z = self.weights @ self.z[order]
         self.p_sigma = (1.0 - self.c_sigma) * self.p_sigma + math.sqrt(
@@ -114,6 +121,7 @@ class LMMAESStrategy(VectorStrategy):
         self.M = (1.0 - self.c_c)[:, None] * self.M + rates[:, None] * weighted_z  # (L12, L13)
         norm2 = float(self.p_sigma @ self.p_sigma)
         self.sigma *= math.exp(self.c_sigma / 2.0 * (norm2 / self.y.size - 1.0))  # (L14)
+        self.sigma = self.schedule.sigma(self.sigma)
         self.t += 1  # (L15)
 
     def centre(self) -> np.ndarray:
@@ -129,33 +137,34 @@ class LMMAESStrategy(VectorStrategy):
             "p_sigma": self.p_sigma.copy(),
             "M": self.M.copy(),
             "t": self.t,
+            "numpy_global_rng": self.random.get_state(),  # the key of its older layout
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.y, self.p_sigma = np.array(state["y"]), np.array(state["p_sigma"])
         self.M, self.sigma, self.t = np.array(state["M"]), float(state["sigma"]), int(state["t"])
+        self.random.set_state(state["numpy_global_rng"])
 
 
-@register("lm-ma-es")
-class LMMAES(VectorES):
-    """LM-MA-ES (Loshchilov et al. 2019): m direction vectors instead of a d x d matrix."""
+def describe_update(params: dict[str, Any]) -> str:
+    """Weighted recombination of the best half; m direction vectors; CSA on sigma."""
+    memory = params.get("memory") or DEFAULT_WORDS
+    return (
+        f"log-rank weights on the best half; {memory} direction vectors (c_d,i = "
+        "1/(1.5^(i-1) d), c_c,i = lambda/(4^(i-1) d)); sigma by CSA, c_sigma = 2 lambda/d"
+    )
 
-    summary = "LM-MA-ES (Loshchilov et al. 2019): O(m d) matrix adaptation; vectors on wire"
-    Config = LMMAESConfig
 
-    @classmethod
-    def describe_population(cls, params: dict[str, Any]) -> str | None:
-        """The paper's size for 0, which depends on the parameter count."""
-        return f"paper default ({DEFAULT_WORDS})" if params.get("population") == 0 else None
-
-    @classmethod
-    def describe_update(cls, params: dict[str, Any]) -> str:
-        """Weighted recombination of the best half; m direction vectors; CSA on sigma."""
-        memory = params.get("memory") or DEFAULT_WORDS
-        return (
-            f"log-rank weights on the best half; {memory} direction vectors (c_d,i = "
-            "1/(1.5^(i-1) d), c_c,i = lambda/(4^(i-1) d)); sigma by CSA, c_sigma = 2 lambda/d"
-        )
-
-    def build_strategy(self, x0: np.ndarray) -> LMMAESStrategy:
-        return LMMAESStrategy(self.config, x0)
+register_es(
+    "lm-ma-es",
+    Config=LMMAESConfig,
+    strategy=lambda config, start: LMMAESStrategy(
+        config, start.params.astype(np.float64), start.library_seed, config.schedule()
+    ),
+    codec="vector",
+    summary="LM-MA-ES (Loshchilov et al. 2019): O(m d) matrix adaptation; vectors on wire",
+    describe_update=describe_update,
+    describe_population=lambda params: (
+        f"paper default ({DEFAULT_WORDS})" if params.get("population") == 0 else None
+    ),
+)

@@ -31,26 +31,21 @@ evaluation replays it on fresh seeds, which is an unbiased measure of it.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from algorithms.base import Algorithm, doc
-from algorithms.es_common import optimizer_seed
-from algorithms.registry import UnknownAlgorithmError, register, register_prefix
-from algorithms.vector_es import (
-    VectorES,
-    VectorObsNormKnobs,
-    VectorStrategy,
-    dumps_optimizer,
-    loads_optimizer,
-)
+from algorithms.base import doc
+from algorithms.es_common import finite_losses, optimizer_seed, to_loss
+from algorithms.es_core import Strategy
+from algorithms.es_engine import ESDefinition, VectorRunKnobs
+from algorithms.private_rng import PrivateGlobalRNG, dumps_optimizer, loads_optimizer
+from algorithms.registry import UnknownAlgorithmError, register_definition, register_prefix
 
 
 @dataclass(frozen=True)
-class NevergradConfig(VectorObsNormKnobs):
+class NevergradConfig(VectorRunKnobs):
     """Hyperparameters of ``nevergrad-es`` and every ``ng:NAME`` (YAML section ``nevergrad``)."""
 
     population: int = doc(
@@ -75,6 +70,9 @@ class NevergradConfig(VectorObsNormKnobs):
         0,
     )
 
+    #: a Nevergrad optimizer exposes neither a sigma nor a learning rate to schedule
+    SCHEDULES = ()
+
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
         if self.population < 1:
@@ -85,10 +83,10 @@ class NevergradConfig(VectorObsNormKnobs):
             raise ValueError(f"init must be policy or zeros, got {self.init!r}")
         if self.budget < 0:
             raise ValueError(f"budget must be >= 0, got {self.budget}")
-        self.validate_obs_norm()
+        self.validate_run()
 
 
-class NevergradStrategy(VectorStrategy):
+class NevergradStrategy(Strategy):
     """A Nevergrad optimizer asked and told one whole population at a time."""
 
     def __init__(
@@ -98,34 +96,43 @@ class NevergradStrategy(VectorStrategy):
 
         self.config = config
         self.optimizer_name = optimizer_name
+        #: numpy's global RNG as Nevergrad's CMA wrappers see it, private and checkpointed
+        self.rng = PrivateGlobalRNG(("numpy",), seed=optimizer_seed(seed, 0))
         init = x0 if config.init == "policy" else np.zeros_like(x0)
         parametrization = ng.p.Array(init=init).set_mutation(sigma=config.sigma)
         parametrization.random_state = np.random.RandomState(optimizer_seed(seed, 0))
         if config.noisy:
             parametrization.function.deterministic = False
         factory = ng.optimizers.registry[optimizer_name]
-        self.optimizer: Any = factory(
-            parametrization=parametrization,
-            budget=config.budget or None,
-            num_workers=config.population,
-        )
+        with self.rng.active():
+            self.optimizer: Any = factory(
+                parametrization=parametrization,
+                budget=config.budget or None,
+                num_workers=config.population,
+            )
+        #: the parameters asked and not yet told
+        self.asked: list[Any] = []
 
-    def ask(self) -> tuple[list[Any], list[np.ndarray]]:
+    def ask(self, rng: np.random.Generator) -> list[np.ndarray]:
         try:
-            handles = [self.optimizer.ask() for _ in range(self.config.population)]
+            with self.rng.active():
+                self.asked = [self.optimizer.ask() for _ in range(self.config.population)]
         except AssertionError as error:
             hint = "" if self.config.budget else " (some need a budget: --set budget=N)"
             raise RuntimeError(
                 f"Nevergrad's {self.optimizer_name} failed to ask{hint}: {error!r}"
             ) from error
-        return handles, [np.asarray(h.value, dtype=np.float64) for h in handles]
+        return [np.asarray(h.value, dtype=np.float64) for h in self.asked]
 
-    def tell(self, handles: list[Any], losses: np.ndarray) -> None:
-        for handle, loss in zip(handles, losses, strict=True):
-            self.optimizer.tell(handle, float(loss))
+    def tell(self, candidates: list[np.ndarray], fitness: np.ndarray) -> None:
+        asked, self.asked = self.asked, []
+        with self.rng.active():
+            for handle, loss in zip(asked, finite_losses(to_loss(fitness)), strict=True):
+                self.optimizer.tell(handle, float(loss))
 
     def centre(self) -> np.ndarray:
-        return np.asarray(self.optimizer.provide_recommendation().value, dtype=np.float64)
+        with self.rng.active():
+            return np.asarray(self.optimizer.provide_recommendation().value, dtype=np.float64)
 
     def metrics(self) -> dict[str, float]:
         return {
@@ -134,50 +141,55 @@ class NevergradStrategy(VectorStrategy):
         }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": dumps_optimizer(self.optimizer)}
+        assert self.rng.states is not None  # seeded in the constructor
+        return {
+            "numpy_global_rng": self.rng.states["numpy"],
+            "optimizer": dumps_optimizer(self.optimizer),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.states = {"numpy": state["numpy_global_rng"]}
         self.optimizer = loads_optimizer(state["optimizer"])
 
 
-class NevergradES(VectorES):
-    """A Nevergrad optimizer asked and told one whole population per generation."""
+def nevergrad_es(optimizer_name: str, summary: str) -> ESDefinition:
+    """The ES of one Nevergrad optimizer (unregistered: :func:`register_es` or the prefix)."""
 
-    optimizer_name: ClassVar[str] = "ES"
-    # nevergrad-es and every ng:NAME share one section of defaults.yaml
-    defaults_section = "nevergrad"
-    Config = NevergradConfig
-    config: NevergradConfig
-
-    @classmethod
-    def describe_update(cls, params: dict[str, Any]) -> str:
+    def describe_update(params: dict[str, Any]) -> str:
         """Nevergrad's own optimizer, named, with what the harness tells it."""
-        text = f"Nevergrad {cls.optimizer_name}, ask/tell of {params.get('population')}"
+        text = f"Nevergrad {optimizer_name}, ask/tell of {params.get('population')}"
         text += ", noisy fitness" if params.get("noisy") else ""
         budget = int(params.get("budget") or 0)
         return text + (f", budget {budget:,}" if budget else "")
 
-    def build_strategy(self, x0: np.ndarray) -> NevergradStrategy:
-        return NevergradStrategy(self.config, x0, self.context.seed, self.optimizer_name)
+    return ESDefinition(
+        name="nevergrad-es" if optimizer_name == "ES" else f"ng:{optimizer_name}",
+        Config=NevergradConfig,
+        strategy=lambda config, start: NevergradStrategy(
+            config, start.params.astype(np.float64), start.seed, optimizer_name
+        ),
+        codec="vector",
+        summary=summary,
+        describe_update=describe_update,
+        # nevergrad-es and every ng:NAME share one section of defaults.yaml
+        defaults_section="nevergrad",
+    )
 
 
-@register("nevergrad-es")
-class NevergradEvolutionStrategy(NevergradES):
-    """Nevergrad's ES over the flat policy parameters."""
+register_definition(
+    nevergrad_es("ES", "Nevergrad's ES (GoodAI's 'ES'); a vector per candidate on the wire")
+)
 
-    summary = "Nevergrad's ES (GoodAI's 'ES'); a vector per candidate on the wire"
-
-
-_NG_CLASSES: dict[str, type[Algorithm]] = {}
+_NG_ALGORITHMS: dict[str, ESDefinition] = {}
 
 
-def nevergrad_algorithm(optimizer_name: str) -> type[Algorithm]:
-    """The algorithm class of ``ng:optimizer_name``; created once per name and cached.
+def nevergrad_algorithm(optimizer_name: str) -> ESDefinition:
+    """The ES of ``ng:optimizer_name``; created once per name and cached.
 
     Raises :class:`UnknownAlgorithmError` with close matches for a name that is
     not in ``nevergrad.optimizers.registry``.
     """
-    cached = _NG_CLASSES.get(optimizer_name)
+    cached = _NG_ALGORITHMS.get(optimizer_name)
     if cached is not None:
         return cached
     import nevergrad as ng
@@ -191,20 +203,9 @@ def nevergrad_algorithm(optimizer_name: str) -> type[Algorithm]:
             f"unknown Nevergrad optimizer {optimizer_name!r} (ng:{optimizer_name}){hint} "
             f"({len(registry)} names in nevergrad.optimizers.registry)"
         )
-    class_name = "Nevergrad_" + re.sub(r"\W", "_", optimizer_name)
-    cls: type[NevergradES] = type(
-        class_name,
-        (NevergradES,),
-        {
-            "__module__": __name__,
-            "__doc__": f"Nevergrad's {optimizer_name} over the flat policy parameters.",
-            "optimizer_name": optimizer_name,
-            "summary": f"Nevergrad's {optimizer_name}; a vector per candidate on the wire",
-        },
-    )
-    cls.name = f"ng:{optimizer_name}"
-    _NG_CLASSES[optimizer_name] = cls
-    return cls
+    summary = f"Nevergrad's {optimizer_name}; a vector per candidate on the wire"
+    _NG_ALGORITHMS[optimizer_name] = nevergrad_es(optimizer_name, summary)
+    return _NG_ALGORITHMS[optimizer_name]
 
 
 register_prefix("ng", nevergrad_algorithm, family="es")

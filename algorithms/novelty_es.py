@@ -50,47 +50,42 @@ are in the checkpoint, so runs repeat bit for bit and resume exactly.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import math
-import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from algorithms.base import RunContext, StepRecord, config_defaults, doc
-from algorithms.es_common import (
-    SEED_BOUND,
-    STREAM_INIT,
-    STREAM_NOVELTY,
-    count_evaluation,
-    fitness_of,
-    stream_rng,
-)
+from algorithms.base import config_defaults, doc
+from algorithms.es_common import SEED_BOUND, STREAM_INIT, STREAM_NOVELTY, stream_rng
 from algorithms.es_core import (
     Candidate,
-    FitnessShaping,
-    MirroredES,
     MirroredSampler,
+    Probe,
+    Strategy,
     UpdateRule,
     centered_ranks,
+    mirrored_estimate,
+    sigma_summary,
 )
 from algorithms.es_engine import (
     CentreRuleKnobs,
-    NoiseTableES,
-    NoiseTableRunKnobs,
-    obs_normalisation,
+    NoiseTableKnobs,
+    RunKnobs,
+    StrategyStart,
+    register_es,
     validate_population,
 )
-from algorithms.registry import register
 from envs.behaviour import mean_of_episodes
-from evaluation.backends import Evaluator
-from evaluation.noise import NoiseTable
-from evaluation.protocol import Broadcast, EvalResult, EvalTask, GenerationStats, ReplicaRef
+from evaluation.protocol import EvalResult
+
+#: the shaping of the tell, in the report's words
+WEIGHTED_RANKS = "w x centred reward ranks + (1 - w) x centred novelty ranks"
 
 
 @dataclass(frozen=True)
-class NSRESConfig(NoiseTableRunKnobs, CentreRuleKnobs):
+class NSRESConfig(RunKnobs, NoiseTableKnobs, CentreRuleKnobs):
     """Hyperparameters of ``nsr-es``: OpenAI-ES's, and the meta-population's (Conti et al.)."""
 
     population: int = doc("candidates per generation (even: mirrored pairs)", 40)
@@ -136,18 +131,6 @@ class NSRAESConfig(NSRESConfig):
             )
 
 
-@dataclass(frozen=True)
-class GivenRanks(FitnessShaping):
-    """The tell is given each candidate's weighted ranks (reward and novelty): kept as given."""
-
-    def __call__(self, fitness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        values = np.asarray(fitness, dtype=np.float32)
-        return np.arange(values.size // 2), values
-
-    def describe(self) -> str:
-        return "w x centred reward ranks + (1 - w) x centred novelty ranks"
-
-
 class NoveltyArchive:
     """The behaviour characterisations seen so far (NS-archive) and novelty against them."""
 
@@ -182,119 +165,116 @@ class NoveltyArchive:
         return np.where(np.isnan(nearest), -np.inf, nearest)
 
 
-class NoveltySearchES(NoiseTableES):
-    """The meta-population loop around OpenAI-ES's mirrored update (see the module docstring).
+class NoveltyStrategy(Strategy):
+    """The meta-population around OpenAI-ES's mirrored update (see the module docstring).
 
-    The engine's generation is one centre's; :meth:`step` wraps it with the choice of the
-    centre before and the measurement of the updated centre after, whose episodes, bytes
-    and seconds it adds to the generation's record.
+    Its ``mean`` is the centre chosen for the generation, which the table codec broadcasts;
+    its :meth:`centre` the centre of best measured return (centre 0 before any), which the
+    run evaluates and stores. It asks for its centres' measurements as probes.
     """
 
-    supports_replicated = False
-    #: NSRA-ES: ``w`` moves with the measured returns
-    adaptive: ClassVar[bool] = False
-    Config: ClassVar[type] = NSRESConfig
-    config: NSRESConfig
+    wants_behaviour = True
 
-    def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
-        config = self.config
-        return MirroredES(
-            centre,
-            noise,
-            config.sigma,
-            sampler=MirroredSampler(config.population),
-            shaping=GivenRanks(),
-            update=config.update_rule(centre.size),
-            l2_coeff=config.l2_coeff,
-        )
-
-    def __init__(self, context: RunContext, config: Any, evaluator: Evaluator) -> None:
-        super().__init__(context, config, evaluator)
-        size = self.config.meta_population
-        draws = (stream_rng(context.seed, STREAM_INIT, j) for j in range(1, size))
-        self.centres: list[np.ndarray] = [self.strategy.centre] + [
-            np.asarray(self.policy.init_params(rng), dtype=np.float32) for rng in draws
+    def __init__(self, config: NSRESConfig, start: StrategyStart) -> None:
+        assert start.noise is not None
+        self.config = config
+        self.noise = start.noise
+        self.seed = start.seed
+        self.adaptive = isinstance(config, NSRAESConfig)
+        self.sampler = MirroredSampler(config.population)
+        self.sigma = float(config.sigma)
+        self.schedule = config.schedule()
+        size, dim = config.meta_population, start.params.size
+        draws = (stream_rng(start.seed, STREAM_INIT, j) for j in range(1, size))
+        self.centres: list[np.ndarray] = [np.asarray(start.params, dtype=np.float32).copy()] + [
+            np.asarray(start.init_params(rng), dtype=np.float32) for rng in draws
         ]
-        self.optimizers: list[UpdateRule] = [self.strategy.optimizer] + [
-            self.config.update_rule(self.initial.size) for _ in range(1, size)
-        ]
+        self.optimizers: list[UpdateRule] = [config.update_rule(dim) for _ in range(size)]
         self.current = 0
-        self.archive = NoveltyArchive(self.config.novelty_neighbours)
+        self.generation = 0
+        self.archive = NoveltyArchive(config.novelty_neighbours)
         #: each centre's last measured BC (rows of NaN until measured) and training return
         self.centre_behaviours = np.zeros((size, 0))
         self.centre_returns = np.full(size, -np.inf)
-        self.reward_weight = float(self.config.reward_weight)
+        self.reward_weight = float(config.reward_weight)
         self.best_return = -math.inf
         self.stagnant = 0
         self.measured = False
+        self.last_grad_norm = 0.0
         self._behaviours = np.zeros((0, 0))
         self._novelty = np.zeros(0)
+        self._rng = stream_rng(start.seed, STREAM_NOVELTY, 1)
+        self._pending: list[Probe] = [self._initial_probe()]
 
-    # -- the meta-population around the engine's generation --------------------------------
-    def step(self) -> StepRecord:
-        measurements = []
-        if not self.measured:
-            measurements.append(self._measure_initial())
-        rng = stream_rng(self.context.seed, STREAM_NOVELTY, self.generation + 1)
-        self._select(rng)
-        record = super().step()
-        measurements.append(self._measure_updated(rng))
-        for results, stats, seconds in measurements:
-            steps = int(sum(r.steps for r in results))
-            self.timesteps += steps
-            record.timesteps += steps
-            record.episodes += int(sum(len(r.lengths) for r in results))
-            record.bytes_to_workers += stats.bytes_to_workers
-            record.bytes_from_workers += stats.bytes_from_workers
-            record.worker_seconds += stats.worker_seconds
-            record.extras["measure_evaluate_s"] = (
-                record.extras.get("measure_evaluate_s", 0.0) + seconds
-            )
-        record.extras.update(
-            {
-                "reward_weight": self.reward_weight,
-                "centre_return": float(self.centre_returns[self.current]),
-                "best_centre_return": float(self.centre_returns.max()),
-                "archive_size": float(len(self.archive)),
-            }
-        )
-        return record
+    @property
+    def mean(self) -> np.ndarray:
+        return self.centres[self.current]
 
-    def _select(self, rng: np.random.Generator) -> None:
-        """NS-select: a centre with probability proportional to its novelty (uniform while
-        no centre has any), made the strategy's centre with its own optimizer."""
+    # -- the generation -------------------------------------------------------------------
+    def ask(self, rng: np.random.Generator) -> list[Candidate]:
+        """NS-select (a centre with probability proportional to its novelty, uniform while
+        none has any), then mirrored pairs around it."""
+        self._rng = stream_rng(self.seed, STREAM_NOVELTY, self.generation + 1)
         novelty = np.nan_to_num(self.archive.novelty(self.centre_behaviours), neginf=0.0)
         total = float(novelty.sum())
         chances = novelty / total if total > 0 else np.full(len(novelty), 1.0 / len(novelty))
-        self.current = int(rng.choice(len(chances), p=chances))
-        self.strategy.centre = self.centres[self.current]
-        self.strategy.optimizer = self.optimizers[self.current]
+        self.current = int(self._rng.choice(len(chances), p=chances))
+        return self.sampler.ask(rng, self.noise, self.mean.size)
 
-    def _measure(
-        self, target: Broadcast, vectors: list[np.ndarray | None], rng: np.random.Generator
-    ) -> tuple[list[EvalResult], GenerationStats, float, np.ndarray]:
-        """Play each policy (a vector, or the broadcast centre for None) on the same
-        ``centre_episodes`` fresh episodes, one task each; returns their training returns
-        per policy as well."""
+    def observe(self, results: list[EvalResult]) -> None:
+        """The candidates' BCs, one row each (NaN for a failed candidate)."""
+        size = next((len(r.behaviour) for r in results if r.failed is None), 0)
+        self._behaviours = np.array(
+            [r.behaviour if r.failed is None else (math.nan,) * size for r in results],
+            dtype=np.float64,
+        ).reshape(len(results), size)
+
+    def tell(self, candidates: list[Candidate], fitness: np.ndarray) -> None:
+        """NSR-update: the weighted centred ranks of return and novelty, OpenAI-ES's step;
+        then the updated centre's measurement is asked for (NS-archive)."""
+        self._novelty = self.archive.novelty(self._behaviours)
+        weight = np.float32(self.reward_weight)
+        shaped = weight * centered_ranks(fitness) + (np.float32(1.0) - weight) * centered_ranks(
+            self._novelty
+        )
+        shaped = np.asarray(shaped, dtype=np.float32)
+        kept = np.arange(shaped.size // 2)
+        grad, _ = mirrored_estimate(self.noise, candidates, kept, shaped, self.mean.size)
+        self.last_grad_norm = float(np.linalg.norm(grad))
+        centre, rule = self.mean, self.optimizers[self.current]
+        self.centres[self.current] = centre + rule.step(-grad + self.config.l2_coeff * centre)
+        self.sigma = self.schedule.sigma(self.sigma)
+        for every in self.optimizers:
+            every.stepsize = self.schedule.rate(every.stepsize)
+        self.generation += 1
         episodes = self.config.centre_episodes
-        seeds = [int(s) for s in rng.integers(0, SEED_BOUND, size=episodes)]
-        tasks = [
-            EvalTask(
-                task_id=i * episodes + e,
-                env_seeds=(seed,),
-                max_steps=self.episode_cap,
-                vector=vector,
-                behaviour=True,
-            )
-            for i, vector in enumerate(vectors)
-            for e, seed in enumerate(seeds)
-        ]
-        started = time.perf_counter()
-        results, stats = self.evaluator.evaluate(target, tasks)
-        seconds = time.perf_counter() - started
-        count_evaluation(self.time_counters, stats)
-        fitness, _ = fitness_of(results, self.context.fail_on_env_error)
-        return results, stats, seconds, fitness.reshape(len(vectors), episodes).mean(axis=1)
+        seeds = [int(s) for s in self._rng.integers(0, SEED_BOUND, size=episodes)]
+        self._pending = [Probe([None], seeds, self._measured_updated)]
+
+    def probes(self) -> list[Probe]:
+        pending, self._pending = self._pending, []
+        return pending
+
+    # -- the centres' measurements ----------------------------------------------------------
+    def _initial_probe(self) -> Probe:
+        """The M initial centres' BCs enter the archive before the first generation."""
+        rng = stream_rng(self.seed, STREAM_NOVELTY, 0)
+        seeds = [int(s) for s in rng.integers(0, SEED_BOUND, size=self.config.centre_episodes)]
+        return Probe(list(self.centres), seeds, self._measured_initial)
+
+    def _measured_initial(self, results: list[EvalResult], returns: np.ndarray) -> None:
+        episodes = self.config.centre_episodes
+        for j in range(len(self.centres)):
+            self._record_centre(j, results[j * episodes : (j + 1) * episodes], returns[j])
+        finite = returns[np.isfinite(returns)]
+        self.best_return = float(finite.max()) if finite.size else -math.inf
+        self.measured = True
+
+    def _measured_updated(self, results: list[EvalResult], returns: np.ndarray) -> None:
+        """NS-archive: the updated centre's BC and return; NSRA-adapt moves ``w``."""
+        self._record_centre(self.current, results, float(returns[0]))
+        if self.adaptive:
+            self._adapt(float(returns[0]))
 
     def _record_centre(self, index: int, results: list[EvalResult], value: float) -> None:
         """A centre's measurement: its BC into the archive, its return; a failed episode
@@ -308,29 +288,6 @@ class NoveltySearchES(NoiseTableES):
         self.centre_behaviours[index] = behaviour
         self.centre_returns[index] = value
         self.archive.add(behaviour)
-
-    def _measure_initial(self) -> tuple[list[EvalResult], GenerationStats, float]:
-        """The M initial centres' BCs enter the archive before the first generation."""
-        rng = stream_rng(self.context.seed, STREAM_NOVELTY, 0)
-        vectors: list[np.ndarray | None] = list(self.centres)
-        results, stats, seconds, returns = self._measure(self._broadcast(), vectors, rng)
-        episodes = self.config.centre_episodes
-        for j in range(len(self.centres)):
-            self._record_centre(j, results[j * episodes : (j + 1) * episodes], returns[j])
-        finite = returns[np.isfinite(returns)]
-        self.best_return = float(finite.max()) if finite.size else -math.inf
-        self.measured = True
-        return results, stats, seconds
-
-    def _measure_updated(
-        self, rng: np.random.Generator
-    ) -> tuple[list[EvalResult], GenerationStats, float]:
-        """NS-archive: the updated centre's BC and return; NSRA-adapt moves ``w``."""
-        results, stats, seconds, returns = self._measure(self._broadcast(), [None], rng)
-        self._record_centre(self.current, results, float(returns[0]))
-        if self.adaptive:
-            self._adapt(float(returns[0]))
-        return results, stats, seconds
 
     def _adapt(self, value: float) -> None:
         """NSRA-adapt: ``w`` up by delta on a better centre return, down after ``t_max``
@@ -347,59 +304,32 @@ class NoveltySearchES(NoiseTableES):
             self.reward_weight = round(max(0.0, self.reward_weight - config.weight_delta), 12)
             self.stagnant = 0
 
-    # -- the engine's hooks ------------------------------------------------------------------
-    def _tasks(self, candidates: list[Candidate], rng: np.random.Generator) -> list[EvalTask]:
-        return [dataclasses.replace(t, behaviour=True) for t in super()._tasks(candidates, rng)]
-
-    def _observe(self, results: list[EvalResult]) -> None:
-        """The candidates' BCs, one row each (NaN for a failed candidate)."""
-        size = next((len(r.behaviour) for r in results if r.failed is None), 0)
-        self._behaviours = np.array(
-            [r.behaviour if r.failed is None else (math.nan,) * size for r in results],
-            dtype=np.float64,
-        ).reshape(len(results), size)
-
-    def _tell(self, candidates: list[Candidate], fitness: np.ndarray) -> None:
-        """NSR-update: the weighted centred ranks of return and novelty, OpenAI-ES's step."""
-        self._novelty = self.archive.novelty(self._behaviours)
-        weight = np.float32(self.reward_weight)
-        shaped = weight * centered_ranks(fitness) + (np.float32(1.0) - weight) * centered_ranks(
-            self._novelty
-        )
-        self.strategy.tell(candidates, shaped)
-        self.centres[self.current] = self.strategy.centre
-
-    def _apply_schedules(self) -> None:
-        """The learning-rate schedule moves every centre's optimizer alike."""
-        config = self.config
-        for rule in self.optimizers:
-            rule.stepsize = max(rule.stepsize * config.lr_decay, config.lr_min)
-
-    def _extras(self) -> dict[str, float]:
-        finite = self._novelty[np.isfinite(self._novelty)]
-        return {
-            **super()._extras(),
-            "centre_index": float(self.current),
-            "novelty_mean": float(finite.mean()) if finite.size else 0.0,
-            "novelty_max": float(finite.max()) if finite.size else 0.0,
-        }
-
-    # -- the policy the run evaluates, state -------------------------------------------------
-    def _best(self) -> np.ndarray:
+    # -- the policy, metrics, state -------------------------------------------------------------
+    def centre(self) -> np.ndarray:
         """The centre of best measured return (centre 0 before any measurement)."""
         return self.centres[int(np.argmax(self.centre_returns))]
 
-    def _policy_target(self) -> Broadcast | ReplicaRef:
-        mean, std = obs_normalisation(self.obs_stat, self.config.obs_norm)
-        sigma = float(self.strategy.sigma)
-        return Broadcast(self.generation, self._best(), sigma, mean, std, self.timesteps)
-
-    def current_parameters(self) -> np.ndarray:
-        return self._best().copy()
-
-    def _strategy_state(self) -> dict[str, Any]:
+    def metrics(self) -> dict[str, float]:
+        finite = self._novelty[np.isfinite(self._novelty)]
         return {
-            **super()._strategy_state(),
+            "sigma": sigma_summary(self.sigma),
+            "lr": self.optimizers[self.current].stepsize,
+            "grad_norm": self.last_grad_norm,
+            "param_norm": float(np.linalg.norm(self.mean)),
+            "centre_index": float(self.current),
+            "novelty_mean": float(finite.mean()) if finite.size else 0.0,
+            "novelty_max": float(finite.max()) if finite.size else 0.0,
+            "reward_weight": self.reward_weight,
+            "centre_return": float(self.centre_returns[self.current]),
+            "best_centre_return": float(self.centre_returns.max()),
+            "archive_size": float(len(self.archive)),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "centre": self.mean.copy(),
+            "sigma": copy.copy(self.sigma),
+            "optimizer": self.optimizers[self.current].state_dict(),
             "novelty": {
                 "centres": [centre.copy() for centre in self.centres],
                 "optimizers": [rule.state_dict() for rule in self.optimizers],
@@ -414,9 +344,10 @@ class NoveltySearchES(NoiseTableES):
             },
         }
 
-    def _load_strategy_state(self, state: dict[str, Any]) -> None:
-        super()._load_strategy_state(state)
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = state["novelty"]
+        self.sigma = float(np.asarray(state["sigma"]))
+        self.generation = int(state["generation"])
         self.centres = [np.asarray(c, dtype=np.float32).copy() for c in saved["centres"]]
         for rule, rule_state in zip(self.optimizers, saved["optimizers"], strict=True):
             rule.load_state_dict(rule_state)
@@ -428,51 +359,50 @@ class NoveltySearchES(NoiseTableES):
         self.best_return = float(saved["best_return"])
         self.stagnant = int(saved["stagnant"])
         self.measured = bool(saved["measured"])
-        self.strategy.centre = self.centres[self.current]
-        self.strategy.optimizer = self.optimizers[self.current]
-
-    # -- the report's words --------------------------------------------------------------------
-    @classmethod
-    def _words(cls, params: dict[str, Any]) -> tuple[Any, str]:
-        defaults = config_defaults(cls.Config)
-        config = cls.Config(**{**defaults, **{k: v for k, v in params.items() if k in defaults}})
-        l2 = f", L2 {config.l2_coeff:g}" if config.l2_coeff else ""
-        text = (
-            f"{config.meta_population} centres, one a generation by novelty (k "
-            f"{config.novelty_neighbours}); all {config.population // 2} pairs, "
-            f"{GivenRanks().describe()}, {config.update_rule(1).describe()}{l2}"
-        )
-        return config, text
+        self._pending = [] if self.measured else [self._initial_probe()]
 
 
-@register("nsr-es")
-class NSRES(NoveltySearchES):
-    """NSR-ES (Conti et al. 2018): reward and novelty ranks averaged, w fixed."""
-
-    summary = "NSR-ES (Conti et al. 2018): M centres, novelty archive of BCs; noise table"
-    Config = NSRESConfig
-
-    @classmethod
-    def describe_update(cls, params: dict[str, Any]) -> str:
-        """The meta-population, the weighted ranks with w fixed, the rule the config names."""
-        config, text = cls._words(params)
-        return f"{text}; w {config.reward_weight:g} fixed"
+def _words(config_class: type, params: dict[str, Any]) -> tuple[Any, str]:
+    defaults = config_defaults(config_class)
+    config = config_class(**{**defaults, **{k: v for k, v in params.items() if k in defaults}})
+    l2 = f", L2 {config.l2_coeff:g}" if config.l2_coeff else ""
+    text = (
+        f"{config.meta_population} centres, one a generation by novelty (k "
+        f"{config.novelty_neighbours}); all {config.population // 2} pairs, "
+        f"{WEIGHTED_RANKS}, {config.update_rule(1).describe()}{l2}"
+    )
+    return config, text
 
 
-@register("nsra-es")
-class NSRAES(NoveltySearchES):
-    """NSRA-ES (Conti et al. 2018): NSR-ES with w adapted to progress."""
+def describe_nsr(params: dict[str, Any]) -> str:
+    """The meta-population, the weighted ranks with w fixed, the rule the config names."""
+    config, text = _words(NSRESConfig, params)
+    return f"{text}; w {config.reward_weight:g} fixed"
 
-    summary = "NSRA-ES (Conti et al. 2018): NSR-ES with w adapted to progress; noise table"
-    Config = NSRAESConfig
-    adaptive = True
 
-    @classmethod
-    def describe_update(cls, params: dict[str, Any]) -> str:
-        """NSR-ES's words, and how w moves."""
-        config, text = cls._words(params)
-        return (
-            f"{text}; w from {config.reward_weight:g}, +{config.weight_delta:g} on a better "
-            f"centre return, -{config.weight_delta:g} after {config.stagnation_generations} "
-            "generations without"
-        )
+def describe_nsra(params: dict[str, Any]) -> str:
+    """NSR-ES's words, and how w moves."""
+    config, text = _words(NSRAESConfig, params)
+    return (
+        f"{text}; w from {config.reward_weight:g}, +{config.weight_delta:g} on a better "
+        f"centre return, -{config.weight_delta:g} after {config.stagnation_generations} "
+        "generations without"
+    )
+
+
+register_es(
+    "nsr-es",
+    Config=NSRESConfig,
+    strategy=NoveltyStrategy,
+    codec="table",
+    summary="NSR-ES (Conti et al. 2018): M centres, novelty archive of BCs; noise table",
+    describe_update=describe_nsr,
+)
+register_es(
+    "nsra-es",
+    Config=NSRAESConfig,
+    strategy=NoveltyStrategy,
+    codec="table",
+    summary="NSRA-ES (Conti et al. 2018): NSR-ES with w adapted to progress; noise table",
+    describe_update=describe_nsra,
+)

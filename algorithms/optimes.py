@@ -41,88 +41,22 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
 from algorithms.base import doc
-from algorithms.es_core import (
-    CENTRED_RANKS,
-    REWARD_STD,
-    Adam,
-    Candidate,
-    FitnessShaping,
-    MirroredES,
-    MirroredSampler,
-    Shaping,
-    UpdateRule,
-    centered_ranks,
-    reward_std_scaled,
-    top_pairs,
-)
+from algorithms.es_core import SHAPINGS, FitnessShaping, MirroredES, MirroredSampler
 from algorithms.es_engine import (
     CentreRuleKnobs,
-    NoiseTableES,
-    NoiseTableRunKnobs,
-    OptimESReplica,
-    ReplicaUpdate,
+    NoiseTableKnobs,
+    RunKnobs,
+    StrategyStart,
     describe_mirrored_update,
     known_params,
+    register_es,
     validate_population,
 )
-from algorithms.registry import register
-from evaluation.noise import NoiseTable
-
-#: The core's parts that optimes' callers (tests, benches) import from here.
-__all__ = [
-    "Adam",
-    "Candidate",
-    "OpenAIES",
-    "OptimES",
-    "OptimESConfig",
-    "OptimESReplica",
-    "ReplicaUpdate",
-    "centered_ranks",
-    "reward_std_scaled",
-    "top_pairs",
-]
-
-#: OpenAI-ES's shaping: centred ranks of every candidate
-CENTRED_RANKS_OF_ALL = FitnessShaping(CENTRED_RANKS)
-#: the shapings optimes' ``fitness_shaping`` knob names
-FITNESS_SHAPINGS: dict[str, Shaping] = {"centered_ranks": CENTRED_RANKS, "reward_std": REWARD_STD}
-
-
-class OpenAIES(MirroredES):
-    """Ask/tell core of OpenAI-ES/ARS built from :mod:`algorithms.es_core`'s parts.
-
-    Mirrored table indices, an injected shaping (centred ranks, or ARS's reward-std on the
-    top directions) and update rule (Adam or SGD) on ``-grad + l2 theta``, one scalar sigma
-    that only the run's schedule moves.
-    """
-
-    def __init__(
-        self,
-        centre: np.ndarray,
-        noise: NoiseTable,
-        population: int,
-        sigma: float,
-        update: UpdateRule,
-        *,
-        l2_coeff: float = 0.0,
-        shaping: FitnessShaping = CENTRED_RANKS_OF_ALL,
-    ) -> None:
-        super().__init__(
-            centre,
-            noise,
-            sigma,
-            sampler=MirroredSampler(population),
-            shaping=shaping,
-            update=update,
-            l2_coeff=l2_coeff,
-        )
 
 
 @dataclass(frozen=True)
-class OptimESConfig(NoiseTableRunKnobs, CentreRuleKnobs):
+class OptimESConfig(RunKnobs, NoiseTableKnobs, CentreRuleKnobs):
     """Hyperparameters of optimes; defaults per env live in ``experiments/defaults.yaml``."""
 
     population: int = doc("candidates per generation (even: mirrored pairs)", 40)
@@ -133,11 +67,9 @@ class OptimESConfig(NoiseTableRunKnobs, CentreRuleKnobs):
         0,
     )
     fitness_shaping: str = doc(
-        "centered_ranks (OpenAI-ES) or reward_std (ARS: raw returns over their std)",
+        "centered_ranks (OpenAI-ES), reward_std (ARS: raw returns over their std), nes or raw",
         "centered_ranks",
     )
-    sigma_decay: float = doc("sigma multiplied by this every generation", 1.0)
-    sigma_min: float = doc("floor for the sigma schedule", 0.0)
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
@@ -145,47 +77,46 @@ class OptimESConfig(NoiseTableRunKnobs, CentreRuleKnobs):
         if not 0 < self.sigma < math.inf:
             raise ValueError(f"sigma must be a positive finite number, got {self.sigma}")
         self.validate_rule()
-        if self.fitness_shaping not in FITNESS_SHAPINGS:
+        if self.fitness_shaping not in SHAPINGS:
             raise ValueError(
-                f"fitness_shaping must be one of {', '.join(FITNESS_SHAPINGS)}, "
+                f"fitness_shaping must be one of {', '.join(SHAPINGS)}, "
                 f"got {self.fitness_shaping!r}"
             )
         self.validate_run()
 
     def shaping(self) -> FitnessShaping:
         """The shaping ``fitness_shaping`` names on the ``top_directions`` best pairs."""
-        return FitnessShaping(FITNESS_SHAPINGS[self.fitness_shaping], self.top_directions)
+        return FitnessShaping(SHAPINGS[self.fitness_shaping], self.top_directions)
 
 
-@register("optimes")
-class OptimES(NoiseTableES):
-    """OpenAI-ES with a shared noise table, mirrored sampling, centred ranks and Adam."""
+def openai_es(config: OptimESConfig, start: StrategyStart) -> MirroredES:
+    """OpenAI-ES/ARS from the parts: mirrored table slices, the configured shaping and update
+    rule on ``-grad + l2 theta``, one scalar sigma that only the schedule moves."""
+    assert start.noise is not None
+    return MirroredES(
+        start.params,
+        start.noise,
+        config.sigma,
+        sampler=MirroredSampler(config.population),
+        shaping=config.shaping(),
+        update=config.update_rule(start.params.size),
+        l2_coeff=config.l2_coeff,
+        schedule=config.schedule(),
+    )
 
-    summary = "OpenAI-ES (Salimans et al. 2017): noise table, mirrored pairs, ranks, Adam"
-    Config = OptimESConfig
-    config: OptimESConfig
 
-    @classmethod
-    def describe_update(cls, params: dict[str, Any]) -> str:
-        """OpenAI-ES's centred ranks or ARS V2-t's top b pairs, and the rule the config names."""
-        config = known_params(OptimESConfig, params)
-        rule = config.update_rule(1)
-        return describe_mirrored_update(asdict(config), config.shaping(), rule, None)
+def describe_update(params: dict[str, Any]) -> str:
+    """OpenAI-ES's centred ranks or ARS V2-t's top b pairs, and the rule the config names."""
+    config = known_params(OptimESConfig, params)
+    return describe_mirrored_update(asdict(config), config.shaping(), config.update_rule(1), None)
 
-    def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
-        config = self.config
-        return OpenAIES(
-            centre,
-            noise,
-            config.population,
-            config.sigma,
-            config.update_rule(centre.size),
-            l2_coeff=config.l2_coeff,
-            shaping=config.shaping(),
-        )
 
-    def _apply_schedules(self) -> None:
-        """The run's sigma schedule (one scalar sigma), then the learning rate's."""
-        es, config = self.strategy, self.config
-        es.sigma = max(float(es.sigma) * config.sigma_decay, config.sigma_min)
-        super()._apply_schedules()
+register_es(
+    "optimes",
+    Config=OptimESConfig,
+    strategy=openai_es,
+    codec="table",
+    summary="OpenAI-ES (Salimans et al. 2017): noise table, mirrored pairs, ranks, Adam",
+    describe_update=describe_update,
+    supports_replicated=True,
+)

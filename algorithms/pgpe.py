@@ -25,7 +25,7 @@ A candidate on the wire stays a noise index and a sign: the per-coordinate sigma
 of the generation's broadcast (once per generation), and with ``sync=seeds`` every
 replica adapts it itself from the fitness it is told, bit for bit. Everything else (tasks,
 seeds, observation normalisation, checkpoints, replicas) is the noise-table family's
-generation loop (:class:`algorithms.es_engine.NoiseTableES`).
+generation loop (:class:`algorithms.es_engine.ESAlgorithm` with the table codec).
 """
 
 from __future__ import annotations
@@ -40,26 +40,22 @@ from algorithms.base import doc
 from algorithms.es_core import CENTRED_RANKS, FitnessShaping, MirroredES, MirroredSampler, PGPESigma
 from algorithms.es_engine import (
     ClipUpKnobs,
-    NoiseTableES,
-    NoiseTableRunKnobs,
+    NoiseTableKnobs,
+    RunKnobs,
+    StrategyStart,
     describe_mirrored_update,
     known_params,
+    register_es,
     validate_population,
 )
-from algorithms.registry import register
-from evaluation.noise import NoiseTable
 
 
 @dataclass(frozen=True)
-class PGPEConfig(NoiseTableRunKnobs, ClipUpKnobs):
+class PGPEConfig(RunKnobs, NoiseTableKnobs, ClipUpKnobs):
     """Hyperparameters of ``pgpe``; class defaults are EvoTorch's ``rl_clipup.py`` defaults."""
 
     #: knobs an older pgpe had, with the one value it accepted (its records still resume)
-    RETIRED: ClassVar[dict[str, Any]] = {
-        "fitness_shaping": "centered_ranks",
-        "sigma_decay": 1.0,
-        "sigma_min": 0.0,
-    }
+    RETIRED: ClassVar[dict[str, Any]] = {"fitness_shaping": "centered_ranks"}
 
     population: int = doc("candidates per generation (even: mirrored pairs)", 100)
     sigma: float = doc("initial standard deviation of every coordinate (radius_init unset)", 0.1)
@@ -106,43 +102,45 @@ def initial_sigma(config: PGPEConfig, dim: int) -> np.ndarray:
     return np.full(dim, value, dtype=np.float32)
 
 
-class PGPEStrategy(MirroredES):
-    """PGPE's core: one sigma per coordinate and the centre gradient in parameter space."""
-
-    sigma_per_coordinate = True
-
-    def centre_gradient(self, g: np.ndarray, selected: int) -> np.ndarray:
-        """PGPE-mu: ``sum_i (r_i^+ - r_i^-)/2 eps_i / n`` with ``eps_i = sigma z_i``, i.e.
-        ``sigma * g`` (Sehnke et al. 2010, section 2.3)."""
-        return (self.sigma * g).astype(np.float32)
+def pgpe_gradient(g: np.ndarray, sigma: Any, selected: int) -> np.ndarray:
+    """PGPE-mu: ``sum_i (r_i^+ - r_i^-)/2 eps_i / n`` with ``eps_i = sigma z_i``, i.e.
+    ``sigma * g`` (Sehnke et al. 2010, section 2.3)."""
+    return (sigma * g).astype(np.float32)
 
 
-@register("pgpe")
-class PGPE(NoiseTableES):
-    """PGPE (Sehnke et al. 2010) with ClipUp (Toklu et al. 2020): per-coordinate sigma."""
+def pgpe(config: PGPEConfig, start: StrategyStart) -> MirroredES:
+    """PGPE's parts: one sigma per coordinate, the centre gradient in parameter space."""
+    assert start.noise is not None
+    dim = start.params.size
+    return MirroredES(
+        start.params,
+        start.noise,
+        initial_sigma(config, dim),
+        sampler=MirroredSampler(config.population),
+        shaping=config.shaping(),
+        update=config.update_rule(dim),
+        gradient=pgpe_gradient,
+        sigma_rule=PGPESigma(config.sigma_learning_rate, config.sigma_max_change),
+        l2_coeff=config.l2_coeff,
+        schedule=config.schedule(),
+    )
 
-    summary = "PGPE + ClipUp (Sehnke 2010; Toklu 2020): noise table, per-coordinate sigma"
-    Config = PGPEConfig
-    config: PGPEConfig
 
-    @classmethod
-    def describe_update(cls, params: dict[str, Any]) -> str:
-        """Centred ranks, the rule the config names (ClipUp by default), PGPE's sigma step."""
-        config = known_params(PGPEConfig, params)
-        sigma_rule = PGPESigma(config.sigma_learning_rate, config.sigma_max_change)
-        return describe_mirrored_update(
-            asdict(config), config.shaping(), config.update_rule(1), sigma_rule.describe()
-        )
+def describe_update(params: dict[str, Any]) -> str:
+    """Centred ranks, the rule the config names (ClipUp by default), PGPE's sigma step."""
+    config = known_params(PGPEConfig, params)
+    sigma_rule = PGPESigma(config.sigma_learning_rate, config.sigma_max_change)
+    return describe_mirrored_update(
+        asdict(config), config.shaping(), config.update_rule(1), sigma_rule.describe()
+    )
 
-    def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
-        config = self.config
-        return PGPEStrategy(
-            centre,
-            noise,
-            initial_sigma(config, centre.size),
-            sampler=MirroredSampler(config.population),
-            shaping=config.shaping(),
-            update=config.update_rule(centre.size),
-            sigma_rule=PGPESigma(config.sigma_learning_rate, config.sigma_max_change),
-            l2_coeff=config.l2_coeff,
-        )
+
+register_es(
+    "pgpe",
+    Config=PGPEConfig,
+    strategy=pgpe,
+    codec="table",
+    summary="PGPE + ClipUp (Sehnke 2010; Toklu 2020): noise table, per-coordinate sigma",
+    describe_update=describe_update,
+    supports_replicated=True,
+)

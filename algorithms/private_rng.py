@@ -8,6 +8,8 @@ so other code cannot perturb the library's draws and a checkpoint can capture th
 
 from __future__ import annotations
 
+import io
+import pickle
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -83,3 +85,35 @@ class PrivateGlobalRNG:
         if not isinstance(torch_state, np.ndarray):
             torch_state = torch_state.numpy().copy()
         return {**self.states, "torch": torch_state}
+
+
+_GLOBAL_RNG_ID = "numpy.random global RandomState"
+
+
+class _Pickler(pickle.Pickler):
+    def persistent_id(self, obj: Any) -> str | None:
+        return _GLOBAL_RNG_ID if obj is np.random.mtrand._rand else None
+
+
+class _Unpickler(pickle.Unpickler):
+    def persistent_load(self, pid: Any) -> Any:
+        if pid == _GLOBAL_RNG_ID:
+            return np.random.mtrand._rand
+        raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+
+
+def dumps_optimizer(optimizer: Any) -> bytes:
+    """Pickle a library optimizer, keeping references to numpy's global RNG as references.
+
+    pycma holds ``np.random.randn``, a method of the global ``RandomState``; plain pickle
+    would copy that generator into the checkpoint, and the restored optimizer would then
+    draw from a detached copy instead of the state that :class:`PrivateGlobalRNG` restores.
+    """
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(optimizer)
+    return buffer.getvalue()
+
+
+def loads_optimizer(payload: bytes) -> Any:
+    """Inverse of :func:`dumps_optimizer`."""
+    return _Unpickler(io.BytesIO(payload)).load()

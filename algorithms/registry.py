@@ -7,8 +7,8 @@ module; two modules claiming one name is an error at that first lookup.
 
 Algorithms from the user's own code arrive the same way: an installed package
 declares an entry point in the group :data:`ENTRY_POINT_GROUP` (its name the
-algorithm's name, its object the :class:`~algorithms.base.Algorithm` subclass, or a
-module that registers with ``@register``), loaded at that first lookup; or a module
+algorithm's name, its object the :class:`~algorithms.base.Algorithm` subclass, an ES from
+``register_es``, or a module that registers), loaded at that first lookup; or a module
 named with ``harness run --import MODULE`` registers as it is imported. A name
 claimed twice is refused with both sources named.
 """
@@ -22,20 +22,20 @@ import inspect
 import pkgutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
-from algorithms.base import Algorithm
+from algorithms.base import Algorithm, AlgorithmType
 
 A = TypeVar("A", bound=type[Algorithm])
 
 #: Entry-point group of algorithms from installed packages (``[project.entry-points]``).
 ENTRY_POINT_GROUP = "es_harness.algorithms"
 
-_REGISTRY: dict[str, type[Algorithm]] = {}
+_REGISTRY: dict[str, AlgorithmType] = {}
 #: name -> where it was registered (``module algorithms.cma_es``, ``entry point ...``)
 _SOURCES: dict[str, str] = {}
 #: prefix -> (factory, the family of what it builds)
-_PREFIX_FACTORIES: dict[str, tuple[Callable[[str], type[Algorithm]], str]] = {}
+_PREFIX_FACTORIES: dict[str, tuple[Callable[[str], AlgorithmType], str]] = {}
 
 
 class AlgorithmRegistryError(ValueError):
@@ -54,21 +54,30 @@ def register(name: str, source: str | None = None) -> Callable[[A], A]:
     """
 
     def decorate(cls: A) -> A:
-        where = source or f"module {cls.__module__}"
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise AlgorithmRegistryError(
-                f"algorithm name {name!r} is claimed twice: by {_SOURCES[name]} and by {where}"
-            )
         cls.name = name
-        _REGISTRY[name] = cls
-        _SOURCES.setdefault(name, where)
+        _claim(name, cast(AlgorithmType, cls), source or f"module {cls.__module__}")
         return cls
 
     return decorate
 
 
+def register_definition(definition: Any, source: str | None = None) -> None:
+    """Register an algorithm given as data (an ES: ``algorithms.es_engine.register_es``)."""
+    module = getattr(definition.strategy, "__module__", "?")
+    _claim(definition.name, definition, source or f"module {module}")
+
+
+def _claim(name: str, algorithm: AlgorithmType, where: str) -> None:
+    if name in _REGISTRY and _REGISTRY[name] is not algorithm:
+        raise AlgorithmRegistryError(
+            f"algorithm name {name!r} is claimed twice: by {_SOURCES[name]} and by {where}"
+        )
+    _REGISTRY[name] = algorithm
+    _SOURCES.setdefault(name, where)
+
+
 def register_prefix(
-    prefix: str, factory: Callable[[str], type[Algorithm]], family: str = "es"
+    prefix: str, factory: Callable[[str], AlgorithmType], family: str = "es"
 ) -> None:
     """Names ``prefix:REST`` resolve through ``factory(REST)`` (e.g. ``ng:CMA``), all of
     ``family``."""
@@ -107,9 +116,10 @@ def _load_entry_points() -> None:
         if inspect.isclass(loaded) and issubclass(loaded, Algorithm):
             if _REGISTRY.get(entry.name) is not loaded:
                 register(entry.name, source)(loaded)
-        elif not inspect.ismodule(loaded):
+        elif not inspect.ismodule(loaded) and _REGISTRY.get(entry.name) is not loaded:
             raise AlgorithmRegistryError(
-                f"algorithm {source} is neither an Algorithm subclass nor a module"
+                f"algorithm {source} is neither an Algorithm subclass, an ES registered with "
+                "register_es, nor a module"
             )
 
 
@@ -125,7 +135,7 @@ def _load_builtin() -> None:
     _loaded = True
 
 
-def get_algorithm(name: str) -> type[Algorithm]:
+def get_algorithm(name: str) -> AlgorithmType:
     """The algorithm class for ``name``, or :class:`UnknownAlgorithmError`."""
     _load_builtin()
     if name in _REGISTRY:

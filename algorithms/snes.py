@@ -23,8 +23,7 @@ mirrored pairs is ``sum_pairs (u^+ - u^-) z``, ``grad_sigma`` ``sum_pairs (u^+ +
 or ClipUp can be chosen instead).
 
 Everything else (tasks, seeds, observation normalisation, checkpoints, replicas) is the
-noise-table family's loop (:class:`algorithms.es_engine.NoiseTableES`); the per-coordinate
-sigma travels
+ES loop with the table codec (:mod:`algorithms.es_engine`); the per-coordinate sigma travels
 in the broadcast once per generation, or is adapted by every replica with ``sync=seeds``.
 """
 
@@ -41,14 +40,14 @@ from algorithms.es_common import default_population
 from algorithms.es_core import NES_UTILITIES, FitnessShaping, MirroredES, MirroredSampler, SNESSigma
 from algorithms.es_engine import (
     ClipUpKnobs,
-    NoiseTableES,
-    NoiseTableRunKnobs,
+    NoiseTableKnobs,
+    RunKnobs,
+    StrategyStart,
     describe_mirrored_update,
     known_params,
+    register_es,
     validate_population,
 )
-from algorithms.registry import register
-from evaluation.noise import NoiseTable
 
 #: Table 1's ``eta_sigma`` in words, for a config that leaves it to the parameter count
 TABLE_1_ETA_SIGMA = "(3 + ln d) / (5 sqrt d)"
@@ -60,16 +59,12 @@ def default_sigma_learning_rate(dim: int) -> float:
 
 
 @dataclass(frozen=True)
-class SNESConfig(NoiseTableRunKnobs, ClipUpKnobs):
+class SNESConfig(RunKnobs, NoiseTableKnobs, ClipUpKnobs):
     """Hyperparameters of ``snes``; class defaults are the paper's (Table 1)."""
 
     OPTIMIZERS: ClassVar[tuple[str, ...]] = ("sgd", "adam", "clipup")
     #: knobs an older snes had, with the one value it accepted (its records still resume)
-    RETIRED: ClassVar[dict[str, Any]] = {
-        "fitness_shaping": "nes",
-        "sigma_decay": 1.0,
-        "sigma_min": 0.0,
-    }
+    RETIRED: ClassVar[dict[str, Any]] = {"fitness_shaping": "nes"}
 
     population: int = doc("candidates per generation, even (0: 4 + floor(3 ln d), rounded up)", 0)
     sigma: float = doc("initial standard deviation of every coordinate", 1.0)
@@ -84,8 +79,9 @@ class SNESConfig(NoiseTableRunKnobs, ClipUpKnobs):
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
-        # population 0 is resolved from the parameter count when the policy is known
-        validate_population(self.population or 2, self.top_directions)
+        # population 0 is resolved from the parameter count when the policy is known (a
+        # top_directions above its pairs then keeps them all)
+        validate_population(self.population or 2 * max(self.top_directions, 1), self.top_directions)
         if not 0 < self.sigma < math.inf:
             raise ValueError(f"sigma must be a positive finite number, got {self.sigma}")
         self.validate_rule()
@@ -98,49 +94,48 @@ class SNESConfig(NoiseTableRunKnobs, ClipUpKnobs):
         return FitnessShaping(NES_UTILITIES, self.top_directions)
 
 
-class SNESStrategy(MirroredES):
-    """SNES's core: one sigma per coordinate, the centre moved by ``eta_mu sigma grad_mu``."""
-
-    sigma_per_coordinate = True
-
-    def centre_gradient(self, g: np.ndarray, selected: int) -> np.ndarray:
-        """SNES-mu times sigma: ``sigma * sum_k u_k z_k`` over ``selected`` mirrored
-        candidates, i.e. ``selected * sigma * g`` (Schaul et al. 2011, Algorithm 2)."""
-        scaled = (self.sigma * g).astype(np.float32)
-        return (scaled * np.float32(selected)).astype(np.float32)
+def snes_gradient(g: np.ndarray, sigma: Any, selected: int) -> np.ndarray:
+    """SNES-mu times sigma: ``sigma * sum_k u_k z_k`` over ``selected`` mirrored candidates,
+    i.e. ``selected * sigma * g`` (Schaul et al. 2011, Algorithm 2)."""
+    scaled = (sigma * g).astype(np.float32)
+    return (scaled * np.float32(selected)).astype(np.float32)
 
 
-@register("snes")
-class SNES(NoiseTableES):
-    """SNES (Schaul et al. 2011): per-coordinate sigma, NES utilities, the paper's defaults."""
+def snes(config: SNESConfig, start: StrategyStart) -> MirroredES:
+    """SNES's parts: one sigma per coordinate, the centre moved by ``eta_mu sigma grad_mu``."""
+    assert start.noise is not None
+    dim = start.params.size
+    return MirroredES(
+        start.params,
+        start.noise,
+        np.full(dim, config.sigma, dtype=np.float32),
+        sampler=MirroredSampler(config.population or default_population(dim, mirrored=True)),
+        shaping=config.shaping(),
+        update=config.update_rule(dim),
+        gradient=snes_gradient,
+        sigma_rule=SNESSigma(config.sigma_learning_rate or default_sigma_learning_rate(dim)),
+        l2_coeff=config.l2_coeff,
+        schedule=config.schedule(),
+    )
 
-    summary = "SNES (Schaul et al. 2011): noise table, mirrored pairs, per-coordinate sigma"
-    Config = SNESConfig
-    config: SNESConfig
 
-    @classmethod
-    def describe_population(cls, params: dict[str, Any]) -> str | None:
-        """Table 1's size for 0, which depends on the parameter count."""
-        return "paper default (4 + 3 ln d, even)" if params.get("population") == 0 else None
+def describe_update(params: dict[str, Any]) -> str:
+    """NES utilities, the rule the config names (plain SGD by default), SNES's sigma step."""
+    config = known_params(SNESConfig, params)
+    rate = config.sigma_learning_rate
+    sigma = SNESSigma(rate).describe() if rate else SNESSigma.WORDS.format(TABLE_1_ETA_SIGMA)
+    return describe_mirrored_update(asdict(config), config.shaping(), config.update_rule(1), sigma)
 
-    @classmethod
-    def describe_update(cls, params: dict[str, Any]) -> str:
-        """NES utilities, the rule the config names (plain SGD by default), SNES's sigma step."""
-        config = known_params(SNESConfig, params)
-        rate = config.sigma_learning_rate
-        sigma = SNESSigma(rate).describe() if rate else SNESSigma.WORDS.format(TABLE_1_ETA_SIGMA)
-        rule = config.update_rule(1)
-        return describe_mirrored_update(asdict(config), config.shaping(), rule, sigma)
 
-    def build_strategy(self, centre: np.ndarray, noise: NoiseTable) -> MirroredES:
-        config, dim = self.config, centre.size
-        return SNESStrategy(
-            centre,
-            noise,
-            np.full(dim, config.sigma, dtype=np.float32),
-            sampler=MirroredSampler(config.population or default_population(dim, mirrored=True)),
-            shaping=config.shaping(),
-            update=config.update_rule(dim),
-            sigma_rule=SNESSigma(config.sigma_learning_rate or default_sigma_learning_rate(dim)),
-            l2_coeff=config.l2_coeff,
-        )
+register_es(
+    "snes",
+    Config=SNESConfig,
+    strategy=snes,
+    codec="table",
+    summary="SNES (Schaul et al. 2011): noise table, mirrored pairs, per-coordinate sigma",
+    describe_update=describe_update,
+    describe_population=lambda params: (
+        "paper default (4 + 3 ln d, even)" if params.get("population") == 0 else None
+    ),
+    supports_replicated=True,
+)

@@ -44,7 +44,7 @@ EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
 DEFAULTS_FILE = EXPERIMENTS_DIR / "defaults.yaml"
 
 if TYPE_CHECKING:
-    from algorithms.base import Algorithm
+    from algorithms.base import AlgorithmType
 
 #: Run-level knobs (``--set``; per env in the ``run`` sections of defaults.yaml): type, doc.
 RUN_KEYS: dict[str, tuple[type, str]] = {k.name: (k.type, k.doc) for k in schema.knobs("run")}
@@ -332,11 +332,11 @@ def parse_yaml(raw: bytes, where: str) -> Any:
         raise ConfigError(f"malformed YAML in {where}{line}: {problem}") from None
 
 
-def _section_owners() -> dict[str, list[type[Algorithm]]]:
+def _section_owners() -> dict[str, list[AlgorithmType]]:
     """Section name of ``defaults.yaml`` entries -> the algorithms whose settings it holds."""
     from algorithms.registry import algorithm_names, get_algorithm
 
-    owners: dict[str, list[type[Algorithm]]] = {}
+    owners: dict[str, list[AlgorithmType]] = {}
     for name in algorithm_names():
         cls = get_algorithm(name)
         owners.setdefault(cls.section_in_defaults(), []).append(cls)
@@ -915,7 +915,7 @@ def import_user_modules(imports: Any) -> list[str]:
     return list(imports)
 
 
-def _algorithm(draft: _Draft) -> type[Algorithm]:
+def _algorithm(draft: _Draft) -> AlgorithmType:
     from algorithms.registry import AlgorithmRegistryError, get_algorithm
 
     algo = draft.config.get("algo")
@@ -1071,7 +1071,7 @@ def _complete_policy(draft: _Draft) -> None:
     draft.config["policy"] = completed
 
 
-def _complete_params(draft: _Draft, algo_cls: type[Algorithm]) -> None:
+def _complete_params(draft: _Draft, algo_cls: AlgorithmType) -> None:
     """The algorithm's hyperparameters: its dataclass, the defaults layers, what was given."""
     config, algo = draft.config, str(draft.config["algo"])
     merged: dict[str, Any] = {}
@@ -1116,7 +1116,7 @@ def _judge_foreign(draft: _Draft, foreign: Mapping[str, Any], refuse: Refuse) ->
             draft.sources[name] = draft.label(name)
 
 
-def _check_completed(config: dict[str, Any], algo_cls: type[Algorithm]) -> None:
+def _check_completed(config: dict[str, Any], algo_cls: AlgorithmType) -> None:
     """Checks of the whole completed config: ranges, the algorithm's own, the budget."""
     _check_backend(config["backend"])
     check_values(config)

@@ -19,7 +19,7 @@ it trained.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness import rundir
 from harness.policy_io import PolicyLoadError, policy_kwargs_data, space_data
@@ -72,11 +72,11 @@ def legacy_sb3_fields(run_dir: Path, config: Any) -> dict[str, Any]:
     try:
         if not isinstance(config, dict):
             raise TypeError(f"{rundir.CONFIG} is not a mapping")
-        algo_cls = get_algorithm(str(config["algo"]))
+        algo_cls = cast(type[Algorithm], get_algorithm(str(config["algo"])))
         params = validate_params(as_trained(config), algo_cls.Config, "params")
-        probe = algo_cls.__new__(algo_cls)  # the algorithm's settings only: no envs, no model
+        probe: Any = algo_cls.__new__(algo_cls)  # the algorithm's settings only: no envs, no model
         Algorithm.__init__(probe, build_context(config), params)
-        kwargs = dict(probe._policy_kwargs())  # type: ignore[attr-defined]
+        kwargs = dict(probe._policy_kwargs())
         if getattr(params, "use_sde", False):
             kwargs["use_sde"] = True  # on-policy algorithms pass it beside policy_kwargs
         env = _make_env(config)

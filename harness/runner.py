@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from algorithms.base import Algorithm, RunContext, StepRecord
+from algorithms.base import Algorithm, AlgorithmType, RunContext, StepRecord
 from algorithms.es_common import confirm_seeds, eval_seeds
 from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
@@ -221,9 +221,7 @@ def build_policy_spec(config: dict[str, Any]) -> PolicySpec:
         env.close()
 
 
-def build_evaluator(
-    algo_cls: type[Algorithm], context: RunContext, config: Any
-) -> Evaluator | None:
+def build_evaluator(algo_cls: AlgorithmType, context: RunContext, config: Any) -> Evaluator | None:
     """The evaluator of an ES run (None for RL): the context's backend and workers, the
     noise table the algorithm asks for, the run's reward transform."""
     if algo_cls.family != "es":
@@ -240,7 +238,7 @@ def build_evaluator(
     return make_evaluator(context.backend, settings)
 
 
-def create_algorithm(algo_cls: type[Algorithm], context: RunContext, config: Any) -> Algorithm:
+def create_algorithm(algo_cls: AlgorithmType, context: RunContext, config: Any) -> Algorithm:
     """Build the evaluator, then the algorithm around it (``config``: its Config instance).
 
     The evaluator comes first so its workers start (imports, envs) while the head builds

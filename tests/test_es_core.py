@@ -24,8 +24,8 @@ from algorithms.es_core import (
     SNESSigma,
     nes_utilities,
 )
-from algorithms.pgpe import PGPEConfig, PGPEStrategy, initial_sigma
-from algorithms.snes import SNESConfig, SNESStrategy, default_sigma_learning_rate
+from algorithms.pgpe import PGPEConfig, initial_sigma, pgpe_gradient
+from algorithms.snes import SNESConfig, default_sigma_learning_rate, snes_gradient
 from evaluation.noise import NoiseSpec, NoiseTable
 from evaluation.protocol import Broadcast, EvalTask
 from harness.config import ConfigError, validate_params
@@ -41,17 +41,16 @@ FITNESS = np.array([4.0, 3.0, 1.0, 2.0])
 SIGMA = np.array([0.5, 2.0], dtype=np.float32)
 
 
-def told(
-    shaping: FitnessShaping, update: Any, sigma_rule: Any, strategy: type[MirroredES]
-) -> MirroredES:
-    """A core of class ``strategy`` at centre 0 and sigma SIGMA after one tell of FITNESS."""
-    es = strategy(
+def told(shaping: FitnessShaping, update: Any, sigma_rule: Any, gradient: Any) -> MirroredES:
+    """A core with centre gradient ``gradient`` at 0 and sigma SIGMA after one tell of FITNESS."""
+    es = MirroredES(
         np.zeros(2, np.float32),
         TABLE,
         SIGMA.copy(),
         sampler=MirroredSampler(4),
         shaping=shaping,
         update=update,
+        gradient=gradient,
         sigma_rule=sigma_rule,
     )
     es.tell(PAIRS, FITNESS)
@@ -75,7 +74,7 @@ def test_pgpe_step_equals_the_hand_computed_one() -> None:
         FitnessShaping(CENTRED_RANKS),
         ClipUp(2, stepsize=0.3, max_speed=1.0),
         PGPESigma(learning_rate=0.1, max_change=0.2),
-        PGPEStrategy,
+        pgpe_gradient,
     )
     ranks = np.array([0.5, 1 / 6, -0.5, -1 / 6])
     plus, minus = ranks[0::2], ranks[1::2]
@@ -83,7 +82,7 @@ def test_pgpe_step_equals_the_hand_computed_one() -> None:
     grad_mu = ((plus - minus) / 2) @ eps / 2
     np.testing.assert_allclose(grad_mu, [-0.125, -0.5])  # (1/6 [0, 2] - 1/6 [1.5, 8]) / 2
     # ClipUp's first step: alpha times the unit gradient (|v| = 0.3 < v_max)
-    np.testing.assert_allclose(es.centre, 0.3 * grad_mu / np.linalg.norm(grad_mu), rtol=1e-6)
+    np.testing.assert_allclose(es.mean, 0.3 * grad_mu / np.linalg.norm(grad_mu), rtol=1e-6)
     grad_sigma = ((plus + minus) / 2) @ ((eps**2 - sigma**2) / sigma) / 2  # [-0.75, -5]
     np.testing.assert_allclose(grad_sigma, [-0.75, -5.0])
     # 0.5 - 0.075 = 0.425 stays within 20%; 2 - 0.5 = 1.5 is clipped to 0.8 * 2 = 1.6
@@ -107,13 +106,13 @@ def test_snes_step_equals_the_hand_computed_one() -> None:
         FitnessShaping(NES_UTILITIES),
         SGD(2, 1.0, momentum=0.0),
         SNESSigma(learning_rate=0.2),
-        SNESStrategy,
+        snes_gradient,
     )
     u = nes_utilities(FITNESS).astype(np.float64)
     s = np.array([Z[0], -Z[0], Z[1], -Z[1]])
     grad_mu = u @ s
     grad_sigma = u @ (s**2 - 1)
-    np.testing.assert_allclose(es.centre, 1.0 * sigma * grad_mu, rtol=1e-5)
+    np.testing.assert_allclose(es.mean, 1.0 * sigma * grad_mu, rtol=1e-5)
     np.testing.assert_allclose(es.sigma, sigma * np.exp(0.2 / 2 * grad_sigma), rtol=1e-6)
 
 
@@ -133,11 +132,12 @@ def test_pgpe_initial_sigma_is_evotorchs_radius_over_sqrt_d() -> None:
     np.testing.assert_array_equal(
         initial_sigma(PGPEConfig(radius_init=0.0, sigma=0.3), 3), np.full(3, 0.3, np.float32)
     )
-    # PGPE's sigma adapts itself: the scalar schedule's knobs are not PGPE's; an older
-    # record holding their only accepted value still reads, any other is refused
-    with pytest.raises(ConfigError, match=r"sigma_decay .* \(only 1.0 was ever accepted\)"):
-        validate_params({"sigma_decay": 0.99}, PGPEConfig, "params")
-    assert validate_params({"sigma_decay": 1.0, "sigma_min": 0.0}, PGPEConfig, "p") == PGPEConfig()
+    # an older record holding the one shaping PGPE ever accepted still reads, any other is
+    # refused; the schedules are every ES's (PGPESigma adapts, the schedule scales after it)
+    with pytest.raises(ConfigError, match=r"fitness_shaping .* \(only 'centered_ranks' was"):
+        validate_params({"fitness_shaping": "nes"}, PGPEConfig, "params")
+    assert validate_params({"fitness_shaping": "centered_ranks"}, PGPEConfig, "p") == PGPEConfig()
+    assert validate_params({"sigma_decay": 0.99}, PGPEConfig, "p").sigma_decay == 0.99
     with pytest.raises(ValueError, match="optimizer must be clipup or adam or sgd"):
         PGPEConfig(optimizer="rmsprop").validate()
 
@@ -199,14 +199,14 @@ def test_population_log_holds_the_candidates_the_workers_evaluated(algo: str) ->
 
     algorithm: Any = make_algorithm(algo, "inline", 1)
     try:
-        centre, sigma = algorithm.es.centre.copy(), algorithm.es.sigma.copy()
+        centre, sigma = algorithm.strategy.mean.copy(), algorithm.strategy.sigma.copy()
         # generation 0's candidates, drawn again from the run seed's stream
-        asked = algorithm.es.ask(stream_rng(3, STREAM_GENERATION, 0))
+        asked = algorithm.strategy.ask(stream_rng(3, STREAM_GENERATION, 0))
         algorithm.step()
         record = algorithm.population_record()
         assert "noise_index" not in record and len(record["candidates"]) == 12
         for candidate, row in zip(asked, record["candidates"], strict=True):
-            eps = algorithm.noise.get(candidate.noise_index, centre.size)
+            eps = algorithm.codec.noise.get(candidate.noise_index, centre.size)
             expected = centre + np.float32(candidate.sign) * (sigma * eps)
             np.testing.assert_array_equal(row, expected)
     finally:

@@ -16,7 +16,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 from algorithms.base import Algorithm, RunContext
 from algorithms.es_common import stream_rng
-from algorithms.novelty_es import NoveltyArchive, NoveltySearchES
+from algorithms.novelty_es import NoveltyArchive, NoveltyStrategy
 from algorithms.registry import get_algorithm
 from envs import behaviour
 from envs.behaviour import Episode, pendulum_swing
@@ -184,14 +184,15 @@ def build(name: str, backend: str = "inline", workers: int = 1, **params: Any) -
 
 
 def test_nsra_es_raises_w_on_improvement_and_lowers_it_after_t_max_stagnant() -> None:
-    algorithm = build("nsra-es", weight_delta=0.25, stagnation_generations=2)
-    assert isinstance(algorithm, NoveltySearchES)
+    algorithm: Any = build("nsra-es", weight_delta=0.25, stagnation_generations=2)
+    strategy = algorithm.strategy
+    assert isinstance(strategy, NoveltyStrategy)
     try:
-        algorithm.reward_weight, algorithm.best_return = 0.5, 0.0
+        strategy.reward_weight, strategy.best_return = 0.5, 0.0
         trajectory = []
         for value in (1.0, 1.0, 0.5, 0.9, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0):
-            algorithm._adapt(value)
-            trajectory.append(algorithm.reward_weight)
+            strategy._adapt(value)
+            trajectory.append(strategy.reward_weight)
         assert trajectory == [
             0.75,  # better: up
             0.75,
@@ -213,18 +214,19 @@ def test_nsra_es_raises_w_on_improvement_and_lowers_it_after_t_max_stagnant() ->
 
 
 def test_a_centre_is_chosen_with_probability_proportional_to_its_novelty() -> None:
-    algorithm = build("nsr-es")
-    assert isinstance(algorithm, NoveltySearchES)
+    algorithm: Any = build("nsr-es")
+    strategy = algorithm.strategy
+    assert isinstance(strategy, NoveltyStrategy)
     try:
-        algorithm.archive = NoveltyArchive(neighbours=1)
-        algorithm.archive.add(np.zeros(1))
-        algorithm.centre_behaviours = np.array([[0.0], [1.0], [3.0]])  # novelty 0, 1, 3
+        strategy.archive = NoveltyArchive(neighbours=1)
+        strategy.archive.add(np.zeros(1))
+        strategy.centre_behaviours = np.array([[0.0], [1.0], [3.0]])  # novelty 0, 1, 3
         chosen = np.zeros(3)
         for index in range(4000):
-            algorithm._select(stream_rng(9, 5, index))
-            chosen[algorithm.current] += 1
-            assert algorithm.strategy.centre is algorithm.centres[algorithm.current]
-            assert algorithm.strategy.optimizer is algorithm.optimizers[algorithm.current]
+            strategy.generation = index  # each generation's choice has its own stream
+            strategy.ask(stream_rng(9, 1, index))
+            chosen[strategy.current] += 1
+            assert strategy.mean is strategy.centres[strategy.current]
         assert chosen[0] == 0
         assert chosen[2] / chosen.sum() == pytest.approx(0.75, abs=0.03)
     finally:

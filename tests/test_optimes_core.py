@@ -5,10 +5,41 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algorithms.es_core import REWARD_STD, SGD, FitnessShaping
-from algorithms.optimes import Adam, Candidate, OpenAIES, centered_ranks
+from algorithms.es_core import (
+    REWARD_STD,
+    SGD,
+    Adam,
+    Candidate,
+    FitnessShaping,
+    MirroredES,
+    MirroredSampler,
+    UpdateRule,
+    centered_ranks,
+)
 from evaluation.noise import NoiseSpec, NoiseTable
 from evaluation.protocol import Broadcast, EvalTask
+
+
+def openai_es(
+    centre: np.ndarray,
+    noise: NoiseTable,
+    population: int,
+    sigma: float,
+    update: UpdateRule,
+    *,
+    l2_coeff: float = 0.0,
+    shaping: FitnessShaping | None = None,
+) -> MirroredES:
+    """OpenAI-ES's parts: mirrored pairs, the shaping (centred ranks), the rule, L2."""
+    return MirroredES(
+        centre,
+        noise,
+        sigma,
+        sampler=MirroredSampler(population),
+        shaping=shaping or FitnessShaping(),
+        update=update,
+        l2_coeff=l2_coeff,
+    )
 
 
 def test_centered_ranks_match_hand_computed_values() -> None:
@@ -25,7 +56,7 @@ def test_centered_ranks_break_ties_by_position_and_handle_minus_infinity() -> No
 
 def test_sgd_update_equals_hand_computed_step() -> None:
     table = NoiseTable(NoiseSpec(6, 0), np.arange(6, dtype=np.float32), None, owner=True)
-    es = OpenAIES(
+    es = openai_es(
         np.zeros(2, np.float32),
         table,
         population=4,
@@ -36,7 +67,7 @@ def test_sgd_update_equals_hand_computed_step() -> None:
     es.tell(candidates, np.array([4.0, 1.0, 2.0, 3.0]))
     # ranks: [3,0,1,2]/3 - .5 = [.5,-.5,-1/6,1/6]; pair diffs 1 and -1/3
     # grad = (1*[0,1] - 1/3*[3,4]) / 4 = [-0.25, -1/12]; SGD lr 1 => centre += grad
-    np.testing.assert_allclose(es.centre, [-0.25, -1 / 12], atol=1e-6)
+    np.testing.assert_allclose(es.mean, [-0.25, -1 / 12], atol=1e-6)
 
 
 def test_adam_first_step_moves_each_coordinate_by_the_stepsize() -> None:
@@ -55,9 +86,9 @@ def test_l2_decay_adds_exactly_l2_times_theta_to_the_loss_gradient() -> None:
     candidates = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]
 
     def centre_after_one_flat_step(l2_coeff: float) -> np.ndarray:
-        es = OpenAIES(theta, table, 4, 0.1, SGD(2, 0.1, momentum=0.0), l2_coeff=l2_coeff)
+        es = openai_es(theta, table, 4, 0.1, SGD(2, 0.1, momentum=0.0), l2_coeff=l2_coeff)
         es.tell(candidates, np.zeros(4))
-        return es.centre
+        return es.mean
 
     # Flat fitness is ranked by position: shaped [-.5, -1/6, 1/6, .5], pair differences
     # -1/3 and -1/3, so grad = (-1/3 * [0, 1] - 1/3 * [3, 4]) / 4 = [-1/4, -5/12].
@@ -92,7 +123,7 @@ def test_openai_es_solves_the_seeds_quadratic() -> None:
     solution = np.array([0.5, 0.1, -0.3], dtype=np.float32)
     rng = np.random.default_rng(0)
     table = NoiseTable.create(NoiseSpec(100_000, 0))
-    es = OpenAIES(
+    es = openai_es(
         rng.standard_normal(3).astype(np.float32),
         table,
         population=50,
@@ -101,15 +132,15 @@ def test_openai_es_solves_the_seeds_quadratic() -> None:
     )
     for _ in range(300):
         candidates = es.ask(rng)
-        params = [es.centre + c.sign * es.sigma * table.get(c.noise_index, 3) for c in candidates]
+        params = [es.mean + c.sign * es.sigma * table.get(c.noise_index, 3) for c in candidates]
         es.tell(candidates, np.array([-np.sum((p - solution) ** 2) for p in params]))
-    assert np.abs(es.centre - solution).max() < 0.03
+    assert np.abs(es.mean - solution).max() < 0.03
 
 
 def test_population_must_be_even() -> None:
     table = NoiseTable.create(NoiseSpec(100, 0))
     with pytest.raises(ValueError, match="even"):
-        OpenAIES(np.zeros(2, np.float32), table, 5, 0.1, Adam(2, 0.1))
+        openai_es(np.zeros(2, np.float32), table, 5, 0.1, Adam(2, 0.1))
 
 
 def test_ars_top_directions_keep_the_best_pairs_and_scale_by_their_std() -> None:
@@ -121,7 +152,7 @@ def test_ars_top_directions_keep_the_best_pairs_and_scale_by_their_std() -> None
     ((4 - 1) * eps_0 + (2 - 3) * eps_2) / (sigma_R * 4).
     """
     table = NoiseTable(NoiseSpec(9, 0), np.arange(9, dtype=np.float32), None, owner=True)
-    es = OpenAIES(
+    es = openai_es(
         np.zeros(2, np.float32),
         table,
         population=6,
@@ -133,12 +164,12 @@ def test_ars_top_directions_keep_the_best_pairs_and_scale_by_their_std() -> None
     es.tell(candidates, np.array([4.0, 1.0, 0.0, 0.5, 2.0, 3.0]))
     sigma_r = np.sqrt(1.25)
     expected = (3 * np.array([0.0, 1.0]) - np.array([6.0, 7.0])) / (sigma_r * 4)
-    np.testing.assert_allclose(es.centre, expected, rtol=1e-6)
+    np.testing.assert_allclose(es.mean, expected, rtol=1e-6)
 
 
 def test_reward_std_shaping_survives_a_flat_population_and_a_failed_candidate() -> None:
     table = NoiseTable(NoiseSpec(6, 0), np.arange(6, dtype=np.float32), None, owner=True)
-    es = OpenAIES(
+    es = openai_es(
         np.ones(2, np.float32),
         table,
         4,
@@ -148,10 +179,10 @@ def test_reward_std_shaping_survives_a_flat_population_and_a_failed_candidate() 
     )
     candidates = [Candidate(0, +1), Candidate(0, -1), Candidate(3, +1), Candidate(3, -1)]
     es.tell(candidates, np.full(4, 7.0))
-    np.testing.assert_array_equal(es.centre, np.ones(2, np.float32))  # no signal, no step
+    np.testing.assert_array_equal(es.mean, np.ones(2, np.float32))  # no signal, no step
     es.tell(candidates, np.array([1.0, -np.inf, 0.0, 0.0]))
-    assert np.all(np.isfinite(es.centre))
-    assert es.centre[1] > 1.0  # eps_0 = [0, 1] beat its failed mirror
+    assert np.all(np.isfinite(es.mean))
+    assert es.mean[1] > 1.0  # eps_0 = [0, 1] beat its failed mirror
 
 
 def test_top_directions_must_fit_the_population() -> None:

@@ -55,23 +55,21 @@ gym.register("MyWalk-v0", entry_point="myenvs:Walk", max_episode_steps=20)
 
 #: An algorithm of the user's own, registered as its module is imported.
 USER_ALGORITHM = """
-from algorithms.cma_es import CMAES
-from algorithms.registry import register
+from dataclasses import replace
 
+from algorithms.registry import get_algorithm, register_definition
 
-@register("my-cma")
-class MyCMA(CMAES):
-    summary = "pycma under a name of the user's own"
+register_definition(
+    replace(get_algorithm("cma"), name="my-cma", summary="pycma under a name of the user's own")
+)
 """
 
 CLASH = """
-from algorithms.cma_es import CMAES
-from algorithms.registry import register
+from dataclasses import replace
 
+from algorithms.registry import get_algorithm, register_definition
 
-@register("cma")
-class Mine(CMAES):
-    pass
+register_definition(replace(get_algorithm("cma"), summary="mine"))
 """
 
 
@@ -381,17 +379,16 @@ def test_no_module_compares_algorithm_names_but_their_own_and_the_registry() -> 
 
 
 def test_a_name_an_entry_point_claims_twice_names_both_sources() -> None:
-    from algorithms.cma_es import CMAES
-    from algorithms.registry import AlgorithmRegistryError, get_algorithm, register
+    from dataclasses import replace
 
-    class Other(CMAES):
-        pass
+    from algorithms.registry import AlgorithmRegistryError, get_algorithm, register_definition
 
+    cma = get_algorithm("cma")
     source = "entry point cma = theirs.algos:Other of package theirs"
     with pytest.raises(AlgorithmRegistryError) as refused:
-        register("cma", source)(Other)
+        register_definition(replace(cma, summary="theirs"), source)  # type: ignore[type-var]
     assert str(refused.value) == (
         f"algorithm name 'cma' is claimed twice: by module algorithms.cma_es and by {source}"
     )
-    assert get_algorithm("cma") is CMAES  # the first claim stands
+    assert get_algorithm("cma") is cma  # the first claim stands
     assert algorithm_source("cem").startswith("entry point cem = cem_example.cem:")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from algorithms.optimes import OptimES, ReplicaUpdate
+from algorithms.es_engine import ESAlgorithm, ReplicaUpdate
 from tests.test_parallel import make_algorithm, reference, run_generations
 
 
@@ -40,7 +40,7 @@ def test_seeds_mode_bytes_do_not_grow_with_the_parameter_count() -> None:
 def _diverge_at(generation: int) -> Any:
     """Corrupt the update every replica receives in one generation (the head's stays right)."""
 
-    def before_step(algorithm: OptimES, step: int) -> None:
+    def before_step(algorithm: ESAlgorithm, step: int) -> None:
         if step != generation:
             return
         evaluator = algorithm.evaluator
@@ -54,8 +54,6 @@ def _diverge_at(generation: int) -> Any:
                 update.noise_indices,
                 reversed_fitness,
                 update.obs_increments,
-                update.sigma,
-                update.learning_rate,
                 update.timesteps,
             )
             return original(bad, gen, checksum)

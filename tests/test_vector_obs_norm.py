@@ -29,18 +29,22 @@ def test_on_every_rollout_feeds_the_statistics_the_next_generation_is_normalised
 ) -> None:
     algorithm = _algorithm(algo, "obs_norm=true", "obs_fraction=1.0")
     try:
-        first = algorithm._target()
+        first = algorithm.codec.target()
         np.testing.assert_array_equal(first.obs_mean, np.zeros(3, np.float32))
         np.testing.assert_array_equal(first.obs_std, np.ones(3, np.float32))
-        tasks = algorithm._tasks([np.zeros(algorithm.dim)] * 6, np.random.default_rng(0))
+        tasks = algorithm.codec.tasks(
+            [np.zeros(algorithm.initial.size)] * 6, np.random.default_rng(0)
+        )
         assert all(task.collect_obs for task in tasks)
         record = algorithm.step()
         # every step of every rollout counted, once
-        assert algorithm.obs_stat.count == pytest.approx(EPS + record.timesteps)
-        after = algorithm._target()
-        np.testing.assert_array_equal(after.obs_mean, algorithm.obs_stat.mean.astype(np.float32))
+        assert algorithm.run.obs_stat.count == pytest.approx(EPS + record.timesteps)
+        after = algorithm.codec.target()
+        np.testing.assert_array_equal(
+            after.obs_mean, algorithm.run.obs_stat.mean.astype(np.float32)
+        )
         assert np.abs(after.obs_mean).max() > 0.05 and not np.allclose(after.obs_std, 1.0)
-        policy_target = algorithm._policy_target()
+        policy_target = algorithm.codec.policy_target()
         np.testing.assert_array_equal(policy_target.obs_std, after.obs_std)
         facts = algorithm.artifacts()
         assert facts["obs_mean"] == after.obs_mean.tolist()  # the stored policy's statistics
@@ -51,22 +55,24 @@ def test_on_every_rollout_feeds_the_statistics_the_next_generation_is_normalised
     resumed = _algorithm(algo, "obs_norm=true", "obs_fraction=1.0")
     try:
         resumed.load_state_dict(state)
-        np.testing.assert_array_equal(resumed.obs_stat.sum, state["obs_stat"]["sum"])
+        np.testing.assert_array_equal(resumed.run.obs_stat.sum, state["obs_stat"]["sum"])
         assert resumed.step().fitness_mean == expected  # the same next generation, bitwise
     finally:
         resumed.close()
 
 
-def test_off_is_raw_observations_and_the_checkpoint_as_before() -> None:
+def test_off_is_raw_observations_and_the_statistics_stay_untouched() -> None:
     algorithm = _algorithm("cma")
     try:
         assert algorithm.config.obs_norm is False
-        tasks = algorithm._tasks([np.zeros(algorithm.dim)] * 6, np.random.default_rng(0))
+        tasks = algorithm.codec.tasks(
+            [np.zeros(algorithm.initial.size)] * 6, np.random.default_rng(0)
+        )
         assert not any(task.collect_obs for task in tasks)
         algorithm.step()
-        target = algorithm._target()
+        target = algorithm.codec.target()
         assert target.obs_mean is None and target.obs_std is None
-        assert "obs_stat" not in algorithm.state_dict()
+        assert algorithm.run.obs_stat.count == EPS  # no rollout fed the statistics
         assert "obs_mean" not in algorithm.artifacts()
     finally:
         algorithm.close()

@@ -138,15 +138,13 @@ def _measure(args: argparse.Namespace, backend: str, workers: int) -> dict[str, 
             EvalTask(i, (i,), 1, noise_index=i, sign=1 - 2 * (i % 2))
             for i in range(args.probe_tasks)
         ]
-        target = (
-            ReplicaRef(algorithm.generation) if algorithm.replicated else algorithm._broadcast()
-        )
+        target = algorithm.codec.target()
         started = time.perf_counter()
         evaluator.evaluate(target, probe)
         probe_s = time.perf_counter() - started
         chunks = getattr(evaluator, "chunks_per_worker", 1)
         requests = chunk_count(len(probe), getattr(evaluator, "num_workers", 1), chunks)
-        centre = algorithm.strategy.centre
+        centre = algorithm.current_parameters()
         obs = np.zeros(algorithm.context.policy_spec.obs_dim, np.float32)
         broadcast = Broadcast(0, centre, 0.02, obs, obs + 1)
         started = time.perf_counter()
@@ -182,12 +180,19 @@ def _measure(args: argparse.Namespace, backend: str, workers: int) -> dict[str, 
 
 
 def update_cost(population: int, dim: int, repeats: int = 5) -> dict[str, float]:
-    """Seconds of one head update (:meth:`OpenAIES.tell`) and of encoding its inputs."""
-    from algorithms.optimes import Adam, OpenAIES
+    """Seconds of one head update (OpenAI-ES's :meth:`MirroredES.tell`)."""
+    from algorithms.es_core import Adam, FitnessShaping, MirroredES, MirroredSampler
     from evaluation.noise import NoiseSpec, NoiseTable
 
     noise = NoiseTable.create(NoiseSpec(max(dim * 4, 1 << 20), 0))
-    es = OpenAIES(np.zeros(dim, np.float32), noise, population, 0.02, Adam(dim, 0.01))
+    es = MirroredES(
+        np.zeros(dim, np.float32),
+        noise,
+        0.02,
+        sampler=MirroredSampler(population),
+        shaping=FitnessShaping(),
+        update=Adam(dim, 0.01),
+    )
     rng = np.random.default_rng(0)
     times = []
     for _ in range(repeats):
@@ -201,7 +206,7 @@ def update_cost(population: int, dim: int, repeats: int = 5) -> dict[str, float]
 
 def message_bytes(population: int, dim: int, obs_dim: int = 28) -> dict[str, float]:
     """Exact encoded sizes of one generation's messages (per message, per task, per result)."""
-    from algorithms.optimes import ReplicaUpdate
+    from algorithms.es_engine import ReplicaUpdate
     from evaluation.protocol import EvalResult
 
     centre = np.zeros(dim, np.float32)
@@ -219,8 +224,6 @@ def message_bytes(population: int, dim: int, obs_dim: int = 28) -> dict[str, flo
         np.arange(population // 2, dtype=np.int64),
         np.linspace(0, 1, population),
         [],
-        0.02,
-        0.01,
     )
     return {
         "broadcast": len(encode(("broadcast", Broadcast(7, centre, 0.02, obs, obs + 1)))),

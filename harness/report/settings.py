@@ -28,7 +28,7 @@ from harness.report.data import GROUP, NOT_SETTINGS, budget_phrase, defaults_old
 from harness.user_modules import recorded_modules
 
 if TYPE_CHECKING:
-    from algorithms.base import Algorithm
+    from algorithms.base import AlgorithmType
 
 #: Columns of the main settings table, in order (identity columns come first).
 HEADLINE = (
@@ -127,7 +127,7 @@ def allowed_modules(run_dir: Path, config: Mapping[str, Any], named: Sequence[st
     return allowed
 
 
-def algorithm_class(algo: Any) -> type[Algorithm] | None:
+def algorithm_class(algo: Any) -> AlgorithmType | None:
     """The class of a run's algorithm, or None where this process does not know it."""
     from algorithms.registry import AlgorithmRegistryError, get_algorithm
 

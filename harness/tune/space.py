@@ -422,7 +422,8 @@ def load_space(algo: str, space_file: Path | None = None) -> SearchSpace:
         return parse_space(algo, entry, str(space_file))
     declared = getattr(algo_cls, "search_space", None)
     if declared is not None:
-        where = f"{algo_cls.__module__}.{algo_cls.__qualname__}.search_space"
+        owner = getattr(algo_cls, "__qualname__", algo_cls.name)
+        where = f"{algo_cls.__module__}.{owner}.search_space"
         return parse_space(algo, declared, where)
     try:
         data = read_yaml(SPACES_FILE)

@@ -4,13 +4,15 @@ Each generation samples ``population`` parameter vectors from a diagonal Gaussia
 keeps the best ``elite_fraction`` of them and refits the mean and the standard
 deviation to those (Rubinstein 1999; Szita and Lorincz 2006 for policies).
 
-The strategy is ask/tell over explicit state (:class:`CEMStrategy`); the harness's
-:class:`~algorithms.vector_es.VectorES` runs it in the ES generation loop and does the rest:
-candidates are evaluated by the run's workers (any backend), env seeds and the
-initial parameters derive from the run seed, and every draw below comes from numpy's
-global RNG, which VectorES swaps for a private state seeded from the run seed
-and saves in checkpoints. So runs repeat bit for bit, at any worker count, and
-after ``harness resume``.
+The strategy is ask/tell over explicit state (:class:`CEMStrategy`, an
+:class:`~algorithms.es_core.Strategy`); it is registered as data with
+:func:`~algorithms.es_engine.register_es` (its config, its strategy, and the vector codec:
+a candidate crosses the wire as its vector), and the harness's one ES loop does the rest:
+candidates are evaluated by the run's workers (any backend), env seeds and the initial
+parameters derive from the run seed, and the config's :class:`VectorRunKnobs` give it
+observation normalisation, the episode cap, action noise and the schedules. Every draw below
+comes from the strategy's own RandomState, seeded from the run seed and kept in checkpoints,
+so runs repeat bit for bit, at any worker count, and after ``harness resume``.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from typing import Any
 import numpy as np
 
 from algorithms.base import doc
-from algorithms.vector_es import VectorES, VectorStrategy
+from algorithms.es_core import Strategy
+from algorithms.es_engine import StrategyStart, VectorRunKnobs, register_es
 
 
-@dataclass
-class CEMConfig:
+@dataclass(frozen=True)
+class CEMConfig(VectorRunKnobs):
     """Hyperparameters of the cross-entropy method (``--set population=40``)."""
 
     population: int = doc("candidates per generation", 20)
@@ -34,8 +37,12 @@ class CEMConfig:
     sigma: float = doc("initial standard deviation of every parameter", 0.5)
     sigma_floor: float = doc("smallest standard deviation kept (keeps exploring)", 0.01)
 
+    #: no learning rate to schedule (sigma_decay scales the refitted std)
+    SCHEDULES = ("sigma",)
+
     def validate(self) -> None:
         """Raise ValueError naming the first bad value."""
+        self.validate_run()
         if self.population < 2:
             raise ValueError(f"population must be at least 2, got {self.population}")
         if not 0.0 < self.elite_fraction <= 1.0:
@@ -50,27 +57,29 @@ class CEMConfig:
         return max(1, math.ceil(self.elite_fraction * self.population))
 
 
-class CEMStrategy(VectorStrategy):
+class CEMStrategy(Strategy):
     """A diagonal Gaussian refitted to the elite of every generation."""
 
-    def __init__(self, config: CEMConfig, x0: np.ndarray) -> None:
+    def __init__(self, config: CEMConfig, start: StrategyStart) -> None:
         self.config = config
-        self.mean = x0.copy()
-        self.std = np.full_like(x0, config.sigma)
+        self.schedule = config.schedule()
+        self.mean = start.params.astype(np.float64)
+        self.std = np.full_like(self.mean, config.sigma)
+        self.random = np.random.RandomState(start.library_seed)
         #: the generation's candidates, from ask to tell
-        self.asked = np.empty((0, x0.size))
+        self.asked = np.empty((0, self.mean.size))
 
-    def ask(self) -> tuple[list[Any], list[np.ndarray]]:
-        # numpy's global RNG here is the private, checkpointed state (VectorES.rng)
-        noise = np.random.standard_normal((self.config.population, self.mean.size))
+    def ask(self, rng: np.random.Generator) -> list[np.ndarray]:
+        noise = self.random.standard_normal((self.config.population, self.mean.size))
         self.asked = self.mean + self.std * noise
-        return list(range(len(self.asked))), list(self.asked)
+        return list(self.asked)
 
-    def tell(self, handles: list[Any], losses: np.ndarray) -> None:
-        best = np.argsort(losses, kind="stable")[: self.config.elites()]
-        elite = self.asked[[handles[i] for i in best]]
+    def tell(self, candidates: list[np.ndarray], fitness: np.ndarray) -> None:
+        best = np.argsort(-np.asarray(fitness), kind="stable")[: self.config.elites()]
+        elite = self.asked[best]
         self.mean = elite.mean(axis=0)
-        self.std = np.maximum(elite.std(axis=0), self.config.sigma_floor)
+        std = np.maximum(elite.std(axis=0), self.config.sigma_floor)
+        self.std = self.schedule.sigma(std)
 
     def centre(self) -> np.ndarray:
         return self.mean
@@ -79,25 +88,30 @@ class CEMStrategy(VectorStrategy):
         return {"sigma": float(self.std.mean())}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean.copy(), "std": self.std.copy()}
+        return {
+            "mean": self.mean.copy(),
+            "std": self.std.copy(),
+            "numpy_global_rng": self.random.get_state(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.mean = np.asarray(state["mean"], dtype=np.float64).copy()
         self.std = np.asarray(state["std"], dtype=np.float64).copy()
+        self.random.set_state(state["numpy_global_rng"])
 
 
-class CrossEntropyMethod(VectorES):
-    """Diagonal-Gaussian cross-entropy method; a vector per candidate on the wire."""
+def describe_update(params: dict[str, Any]) -> str:
+    """What the report's settings table says about the update."""
+    kept = max(1, math.ceil(float(params["elite_fraction"]) * int(params["population"])))
+    return f"mean and std of the best {kept} of {params['population']}"
 
-    summary = "cross-entropy method (plugin example): refit a diagonal Gaussian to the elite"
-    Config = CEMConfig
-    config: CEMConfig
 
-    @classmethod
-    def describe_update(cls, params: dict[str, Any]) -> str:
-        """What the report's settings table says about the update."""
-        kept = CEMConfig(**params).elites()
-        return f"mean and std of the best {kept} of {params['population']}"
-
-    def build_strategy(self, x0: np.ndarray) -> CEMStrategy:
-        return CEMStrategy(self.config, x0)
+#: the algorithm the entry point names: registered as it is imported
+CROSS_ENTROPY_METHOD = register_es(
+    "cem",
+    Config=CEMConfig,
+    strategy=CEMStrategy,
+    codec="vector",
+    summary="cross-entropy method (plugin example): refit a diagonal Gaussian to the elite",
+    describe_update=describe_update,
+)
