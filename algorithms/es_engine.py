@@ -24,8 +24,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import sys
 import time
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal, final
@@ -413,7 +415,58 @@ class Replica:
 
 
 # -- candidate codecs ---------------------------------------------------------------------------
-class TableCodec:
+class CandidateCodec(ABC):
+    """What a candidate is on the wire: it writes the candidates' tasks, the target the
+    workers evaluate them against, and the population log's record of them."""
+
+    #: the shared noise table the strategy draws from (None: none)
+    noise: NoiseTable | None = None
+
+    def __init__(self, es: ESAlgorithm, spec: NoiseSpec | None) -> None:
+        self.es = es
+
+    @abstractmethod
+    def tasks(self, candidates: list[Any], rng: np.random.Generator) -> list[EvalTask]:
+        """The candidates' tasks, their env seeds drawn from ``rng`` (the generation's)."""
+
+    @abstractmethod
+    def target(self) -> Broadcast | ReplicaRef:
+        """What the workers evaluate the generation's tasks against."""
+
+    @abstractmethod
+    def policy_target(self) -> Broadcast | ReplicaRef:
+        """What the workers evaluate the current policy against."""
+
+    @abstractmethod
+    def population(self, candidates: list[Any], fitness: np.ndarray) -> dict[str, Any]:
+        """The population log's record of the generation (before the tell)."""
+
+    def start(self) -> None:  # noqa: B027 - most codecs start with nothing
+        """After the strategy exists: attach what the workers keep (replicas)."""
+
+    def synchronise(
+        self,
+        candidates: list[Any],
+        fitness: np.ndarray,
+        increments: list[tuple[np.ndarray, np.ndarray, int]],
+        stats: GenerationStats,
+        extras: dict[str, float],
+    ) -> float:
+        """After the tell: bring what the workers keep up to date; returns its seconds."""
+        return 0.0
+
+    def extras(self, candidates: list[Any]) -> dict[str, float]:
+        """The codec's metrics of the generation."""
+        return {}
+
+    def restored(self) -> None:  # noqa: B027 - most codecs keep nothing on the workers
+        """After a checkpoint was loaded: what the workers keep is stale."""
+
+    def close(self) -> None:  # noqa: B027 - most codecs hold nothing
+        """Release what the codec holds."""
+
+
+class TableCodec(CandidateCodec):
     """A candidate is a *(noise index, sign)* of the shared table; mirrored pairs share their
     env seeds; the mean and sigma travel in the broadcast, or live in replicas."""
 
@@ -523,9 +576,6 @@ class TableCodec:
         extras["resyncs"] = float(synced.resyncs)
         return extras["sync_s"]
 
-    def extras(self, candidates: list[Any]) -> dict[str, float]:
-        return {}
-
     def restored(self) -> None:
         self.es.evaluator.invalidate_replicas()
 
@@ -534,18 +584,9 @@ class TableCodec:
             self.noise.close()
 
 
-class VectorCodec:
+class VectorCodec(CandidateCodec):
     """A candidate is a parameter vector, sent inside its task as ``d`` float32 values; each
     candidate has its own env seeds; the broadcast carries no centre."""
-
-    noise: NoiseTable | None = None
-    replicated = False
-
-    def __init__(self, es: ESAlgorithm, spec: NoiseSpec | None) -> None:
-        self.es = es
-
-    def start(self) -> None:
-        pass
 
     def tasks(self, candidates: list[np.ndarray], rng: np.random.Generator) -> list[EvalTask]:
         es = self.es
@@ -573,20 +614,11 @@ class VectorCodec:
             "candidates": np.stack(candidates).astype(np.float32) if small else None,
         }
 
-    def synchronise(self, *args: Any) -> float:
-        return 0.0
-
     def extras(self, candidates: list[Any]) -> dict[str, float]:
         return {"population": float(len(candidates))}
 
-    def restored(self) -> None:
-        pass
 
-    def close(self) -> None:
-        pass
-
-
-CODECS: dict[str, type[TableCodec] | type[VectorCodec]] = {
+CODECS: dict[str, type[CandidateCodec]] = {
     "table": TableCodec,
     "vector": VectorCodec,
 }
@@ -640,7 +672,7 @@ class ESDefinition:
 def register_es(name: str, **fields: Any) -> ESDefinition:
     """Register an ES under ``name`` (see :class:`ESDefinition` for the fields)."""
     definition = ESDefinition(name, **fields)
-    register_definition(definition)
+    register_definition(definition, f"module {sys._getframe(1).f_globals.get('__name__')}")
     return definition
 
 
@@ -672,7 +704,7 @@ class ESAlgorithm(Algorithm):
         self.run = RunParts(knobs, context)
         self.noise_spec = definition.noise_spec_for(context, config)
         # If the set-up raises, the runner closes the evaluator: no workers are left.
-        self.codec = CODECS[definition.codec](self, self.noise_spec)  # type: ignore[arg-type]
+        self.codec = CODECS[definition.codec](self, self.noise_spec)
         start = StrategyStart(self.initial, context.seed, self.codec.noise, self.policy.init_params)
         self.strategy: Strategy = definition.strategy(config, start)
         self.codec.start()

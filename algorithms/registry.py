@@ -20,6 +20,7 @@ import importlib
 import importlib.metadata
 import inspect
 import pkgutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -63,8 +64,8 @@ def register(name: str, source: str | None = None) -> Callable[[A], A]:
 
 def register_definition(definition: Any, source: str | None = None) -> None:
     """Register an algorithm given as data (an ES: ``algorithms.es_engine.register_es``)."""
-    module = getattr(definition.strategy, "__module__", "?")
-    _claim(definition.name, definition, source or f"module {module}")
+    where = source or f"module {sys._getframe(1).f_globals.get('__name__')}"
+    _claim(definition.name, definition, where)
 
 
 def _claim(name: str, algorithm: AlgorithmType, where: str) -> None:
@@ -113,10 +114,11 @@ def _load_entry_points() -> None:
             loaded = entry.load()
         except (ImportError, AttributeError) as error:
             raise AlgorithmRegistryError(f"cannot load algorithm {source}: {error}") from None
-        if inspect.isclass(loaded) and issubclass(loaded, Algorithm):
-            if _REGISTRY.get(entry.name) is not loaded:
-                register(entry.name, source)(loaded)
-        elif not inspect.ismodule(loaded) and _REGISTRY.get(entry.name) is not loaded:
+        if _REGISTRY.get(entry.name) is loaded:  # registered as its module was imported
+            _SOURCES[entry.name] = source
+        elif inspect.isclass(loaded) and issubclass(loaded, Algorithm):
+            register(entry.name, source)(loaded)
+        elif not inspect.ismodule(loaded):
             raise AlgorithmRegistryError(
                 f"algorithm {source} is neither an Algorithm subclass, an ES registered with "
                 "register_es, nor a module"

@@ -101,7 +101,7 @@ class XNESStrategy(Strategy):
         return self.mu
 
     def metrics(self) -> dict[str, float]:
-        return {"sigma": self.sigma}
+        return {"sigma": self.sigma, "lr": self.update.stepsize}
 
     def state_dict(self) -> dict[str, Any]:
         return {

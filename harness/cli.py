@@ -89,14 +89,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default="runs",
         help="Sacred FileStorage directory (default: runs)",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a knob (see the list below)",
-    )
+    schema.add_set_flag(parser, "override a knob (see the list below)")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -446,14 +446,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # No defaults shown: a flag not given comes from --config or the golden file's spec.
     schema.add_flags(parser, (*SPEC_KNOBS, *BUDGET_FLAGS), show_defaults=False)
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a knob, as for `harness run`",
-    )
+    schema.add_set_flag(parser, "override a knob, as for `harness run`")
     parser.add_argument(
         "--interrupt-at",
         type=schema.integer_type("interrupt-at"),

@@ -736,6 +736,14 @@ GROUP_TITLES = {
 }
 
 
+def add_set_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) into ``overrides``: the one declaration every command
+    that takes knob overrides uses."""
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help
+    )
+
+
 def add_flags(
     parser: argparse.ArgumentParser,
     names: Iterable[str] | None = None,

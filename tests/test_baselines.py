@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from algorithms.base import RunContext
-from algorithms.cma_es import CMAES, CMAConfig, covariance_mb, default_population
-from algorithms.es_common import eval_seeds
-from algorithms.nevergrad_es import NevergradConfig, NevergradES
+from algorithms.cma_es import CMAConfig, covariance_mb, default_population
+from algorithms.es_common import eval_seeds, finite_losses
+from algorithms.es_engine import ESAlgorithm, ESDefinition
+from algorithms.nevergrad_es import NevergradConfig
 from algorithms.registry import UnknownAlgorithmError, algorithm_names, get_algorithm
 from algorithms.sb3 import A2CConfig, PPOConfig
-from algorithms.vector_es import finite_losses
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env
 from evaluation.backends import Evaluator
@@ -153,7 +153,8 @@ def test_registry_lists_the_baselines() -> None:
 
 def test_ng_prefix_builds_named_cached_classes() -> None:
     cls = get_algorithm("ng:CMA")
-    assert cls.name == "ng:CMA" and issubclass(cls, NevergradES)
+    assert cls.name == "ng:CMA" and isinstance(cls, ESDefinition)
+    assert cls.defaults_section == "nevergrad" and cls.Config is NevergradConfig
     assert get_algorithm("ng:CMA") is cls
     assert get_algorithm("ng:TwoPointsDE").name == "ng:TwoPointsDE"
     assert get_algorithm("nevergrad-es").name == "nevergrad-es"
@@ -255,9 +256,9 @@ def test_cma_switches_to_diagonal_by_dimension_and_by_memory() -> None:
     assert diagonal and "max_covariance_mb" in reason
 
 
-def _cma(spec: PolicySpec, **params: float) -> CMAES:
+def _cma(spec: PolicySpec, **params: float) -> ESAlgorithm:
     target = np.zeros(spec.num_params)
-    return CMAES(
+    return get_algorithm("cma")(  # type: ignore[return-value]
         context_for(spec),
         CMAConfig(**params),  # type: ignore[arg-type]
         QuadraticEvaluator(spec, target),
@@ -273,7 +274,7 @@ def test_cma_uses_pycma_diagonal_variant_and_logs_it() -> None:
     assert "full-covariance" in out.getvalue() and "diagonal (sep-)CMA" in out.getvalue()
     assert full.step().extras["diagonal"] == 0.0
     assert diag.step().extras["diagonal"] == 1.0
-    pycma_full, pycma_diag = full.strategy.es, diag.strategy.es
+    pycma_full, pycma_diag = full.strategy.es, diag.strategy.es  # type: ignore[attr-defined]
     assert pycma_full.opts["CMA_diagonal"] is False and pycma_diag.opts["CMA_diagonal"] is True
     assert type(pycma_full.sm).__name__ == "GaussFullSampler"
     assert type(pycma_diag.sm).__name__ != "GaussFullSampler"
@@ -306,7 +307,7 @@ def test_cma_on_ant_sized_policy_stays_small() -> None:
 def test_cma_ipop_restart_doubles_the_population() -> None:
     spec = linear_spec(3, 2)
     with redirect_stdout(io.StringIO()) as out:
-        algorithm = CMAES(
+        algorithm = get_algorithm("cma")(
             context_for(spec), CMAConfig(restarts=1), QuadraticEvaluator(spec, TARGET, flat=True)
         )
         records = [algorithm.step() for _ in range(6)]

@@ -503,8 +503,9 @@ def test_a_run_recorded_before_a_knob_existed_resumes(
 
 
 def test_a_pgpe_run_recorded_with_its_retired_knobs_resumes(tmp_path: Path) -> None:
-    """An older pgpe had optimes' sigma schedule and shaping knobs, fixed at one value;
-    its records (config.json and checkpoint) still resume, to the same numbers."""
+    """An older pgpe had optimes' shaping knob fixed at one value (and the sigma schedule's
+    fixed at theirs, which every ES now has); its records (config.json and checkpoint)
+    still resume, to the same numbers."""
     pgpe = ("--algo", "pgpe", "--env", "CartPole", "--seed", "3", "--set", "population=10")
     straight = tmp_path / "straight"
     harness_cli(
@@ -530,7 +531,7 @@ def test_a_pgpe_run_recorded_with_its_retired_knobs_resumes(tmp_path: Path) -> N
     assert diff_metrics(reference, resumed, "uninterrupted", "resumed") == []
 
     # a value the older pgpe refused is refused now, saying why
-    config["params"]["sigma_decay"] = 0.9
+    config["params"]["fitness_shaping"] = "nes"
     config_path.write_text(json.dumps(config))
     edited = harness_cli("resume", str(run_dir), "--generations", "8", check=False)
-    assert edited.returncode == 2 and "only 1.0 was ever accepted" in edited.stderr
+    assert edited.returncode == 2 and "only 'centered_ranks' was ever accepted" in edited.stderr

@@ -31,7 +31,7 @@ from typing import Any
 
 from algorithms.registry import get_algorithm
 from evaluation.registry import BACKENDS
-from harness import rundir
+from harness import rundir, schema
 from harness.bench import emit
 from harness.runner import TIME_PARTS
 
@@ -55,14 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timesteps", type=int, default=10_000_000, help="give-up budget")
     parser.add_argument("--runs-dir", type=Path, help="keep the runs here (default: temporary)")
     parser.add_argument("--out", dest="json", type=Path, help="same as --json")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a knob of every run (as `harness run --set`)",
-    )
+    schema.add_set_flag(parser, "override a knob of every run (as `harness run --set`)")
 
 
 def _command(args: argparse.Namespace, seed: int, workers: int, runs_dir: Path) -> list[str]:

@@ -43,14 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "than cores distorts wall-clock comparisons",
     )
     add_import_flag(parser, "first, for every cell (added to the file's imports)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a knob in every cell (as `harness run --set`), e.g. "
-        "timesteps=200000 for a smaller budget",
+    schema.add_set_flag(
+        parser,
+        "override a knob in every cell (as `harness run --set`), e.g. timesteps=200000 for a "
+        "smaller budget",
     )
     parser.add_argument(
         "--grid",

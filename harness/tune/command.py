@@ -151,14 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cpu-limit SEC, eval_every_cpu_seconds is SEC/N, unless --set gives either; the "
         f"pruner waits N/3 of them (default {DEFAULT_EVALUATIONS})",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a knob of every run, not tuned (as `harness run --set`)",
-    )
+    schema.add_set_flag(parser, "a knob of every run, not tuned (as `harness run --set`)")
     parser.add_argument(
         "--workers",
         type=schema.flag_type(schema.BY_NAME["workers"]),
