@@ -538,29 +538,37 @@ class FamilyAggregate:
     envs: list[str]
     picks: dict[str, tuple[str, str]]  # env -> (best ES, best RL)
     left_out: dict[str, str] = field(default_factory=dict)  # env -> why
+    pending: dict[str, str] = field(default_factory=dict)  # env -> algorithms not run yet
 
 
 ES_FAMILY, RL_FAMILY = "ES family-best", "RL family-best"
 
 
 def family_matrix(all_facts: Sequence[TaskFacts], axis: str = "timesteps") -> FamilyAggregate:
-    """Normalised scores of each family's best per task, over the tasks complete for both
-    families (each of their algorithms completed on every seed) and the seeds they share."""
-    usable, picks, left_out = [], {}, {}
+    """Normalised scores of each family's best per task and the seeds they share, over the
+    tasks where every algorithm that has started completed on every seed, both families have
+    one, and neither family's best is below its sanity gate (then the task has no verdict).
+    An algorithm with no run yet is named in ``pending``, not waited for."""
+    usable, picks, left_out, pending = [], {}, {}, {}
     for facts in all_facts:
         runs = facts.scores.runs
         counts = runs.groupby("algo").size()
         short = [
             f"{a}: {int(counts.get(a, 0))} of {facts.planned_runs} runs"
             for a in facts.task.algos
-            if int(counts.get(a, 0)) < facts.planned_runs
+            if 0 < int(counts.get(a, 0)) < facts.planned_runs
         ]
         es, rl = facts.best.get("es"), facts.best.get("rl")
-        if short or es is None or rl is None:
-            left_out[facts.task.env] = "; ".join(short) or "one family only"
+        gated = [a for a in (es, rl) if a in facts.flagged_gates()]
+        if short or es is None or rl is None or gated:
+            why = short or [f"{a} below its sanity gate" for a in gated] or ["one family only"]
+            left_out[facts.task.env] = "; ".join(why)
             continue
         usable.append(facts)
         picks[facts.task.env] = (es, rl)
+        waiting = [a for a in facts.task.algos if int(counts.get(a, 0)) == 0]
+        if waiting:
+            pending[facts.task.env] = ", ".join(waiting)
     matrix: dict[str, np.ndarray] = {}
     if usable:
         seeds = set.intersection(
@@ -581,7 +589,7 @@ def family_matrix(all_facts: Sequence[TaskFacts], axis: str = "timesteps") -> Fa
                         f.scores.normalise(frame.loc[ordered, f"score_{axis}"].to_numpy(float))
                     )
                 matrix[name] = np.stack(columns, axis=1)
-    return FamilyAggregate(matrix, [f.task.env for f in usable], picks, left_out)
+    return FamilyAggregate(matrix, [f.task.env for f in usable], picks, left_out, pending)
 
 
 def family_section(
@@ -609,14 +617,10 @@ def family_section(
         )
     table, images = aggregate_figures(aggregate.matrix, out, "family_timesteps", reps)
     families = {ES_FAMILY: "es", RL_FAMILY: "rl"}
-    facts_of = {f.task.env: f for f in all_facts}
 
     def pick(env: str, es: str, rl: str) -> str:
-        # A pick below its sanity gate stays in (it is what the family runs there), named.
-        flagged = facts_of[env].flagged_gates()
-        failing = [a for a in (es, rl) if a in flagged]
-        named = f" ({' and '.join(failing)} below its sanity gate, above)" if failing else ""
-        return f"{env}: {es} against {rl}{named}"
+        waiting = aggregate.pending.get(env)
+        return f"{env}: {es} against {rl}" + (f" (not run yet: {waiting})" if waiting else "")
 
     picks = "; ".join(pick(env, es, rl) for env, (es, rl) in aggregate.picks.items())
     n_runs = next(iter(aggregate.matrix.values())).shape[0]

@@ -450,14 +450,18 @@ def aggregate_matrix(all_scores: Sequence[TaskScores], axis: str) -> Aggregate:
 
     rliable needs a complete matrix: one run count per algorithm and every algorithm on every
     task. So the aggregate takes the complete tasks, the algorithms run on all of them, and the
-    seeds they share; an algorithm run on only some of those tasks is left out and named. A
-    task is complete when each of its algorithms that is also planned on another task is scored
-    on at least ``MIN_RUNS_INTERVAL`` common seeds: an algorithm planned on one task only (a
-    recurrent baseline for the partially observed task) can never enter a cross-task
-    aggregate, so its missing runs do not keep the task's others out.
+    seeds they share; an algorithm run on only some of those tasks, or not run yet, is left
+    out and named. A task is complete when each of its started algorithms that is also
+    planned on another task is scored on at least ``MIN_RUNS_INTERVAL`` common seeds: an
+    algorithm planned on one task only (a recurrent baseline for the partially observed task)
+    can never enter a cross-task aggregate, so its missing runs do not keep the task's others
+    out.
     """
     planned_on = Counter(a for scores in all_scores for a in scores.task.algos)
-    cross_task = {a for a, tasks in planned_on.items() if tasks > 1 or len(all_scores) == 1}
+    started = {a for scores in all_scores for a in scores.runs["algo"]}
+    cross_task = {
+        a for a, tasks in planned_on.items() if (tasks > 1 or len(all_scores) == 1) and a in started
+    }
     usable: list[TaskScores] = []
     shared_seeds: list[set[int]] = []
     for scores in all_scores:
@@ -478,7 +482,11 @@ def aggregate_matrix(all_scores: Sequence[TaskScores], axis: str) -> Aggregate:
         if a in cross_task and all(a in s.task.algos for s in usable)
     ]
     left_out = {
-        a: "run on " + ", ".join(s.task.env for s in usable if a in s.task.algos) + " only"
+        a: (
+            "run on " + ", ".join(s.task.env for s in usable if a in s.task.algos) + " only"
+            if a in started
+            else "not run yet"
+        )
         for a in dict.fromkeys(a for s in usable for a in s.task.algos)
         if a not in algos
     }
