@@ -141,7 +141,7 @@ def describe_update(params: dict[str, Any]) -> str:
     eta = config.sigma_learning_rate or TABLE_ETA
     rule = config.update_rule(1).describe()
     words = SHAPINGS[config.fitness_shaping].words
-    return f"{words}; natural gradient on mu ({rule}), sigma and B (exp), eta_sigma = eta_B {eta}"
+    return f"{words}, {rule} on mu; sigma: natural gradient with B (exp), eta_sigma = eta_B {eta}"
 
 
 register_es(
