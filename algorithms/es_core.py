@@ -1,6 +1,8 @@
-"""The parts of a noise-table evolution strategy, as small objects in the ask/tell style.
+"""The strategy protocol every ES implements, and the parts of the mirrored noise-table ones.
 
-Every strategy here searches a Gaussian around a centre ``mu`` with a standard deviation
+:class:`Strategy` is ask/tell over explicit state, maximising (as in evosax, pycma and
+Nevergrad); :mod:`algorithms.es_engine` runs any of them in its one generation loop. The
+mirrored strategies here search a Gaussian around a centre ``mu`` with a standard deviation
 ``sigma`` (a scalar, or one per coordinate) and perturbs by slices of the shared noise
 table (Salimans et al. 2017, Algorithm 2), so a candidate on the wire is always a noise
 index and a sign. One generation is::
@@ -9,8 +11,8 @@ index and a sign. One generation is::
     x_i^+- = mu +- sigma * z_i                  # rebuilt by the workers from the table
     kept, s = shaping(F)                        # fitness shaping, optionally top pairs
     g = sum_i (s_i^+ - s_i^-) z_i / (2 |kept|)  # the mirrored estimate, in z space   (E1)
-    mu += update(-centre_gradient(g) + l2 mu)   # SGD, Adam or ClipUp on the loss      (E2)
-    sigma = sigma_rule(sigma, s, z)             # none, PGPE's or SNES's               (E3)
+    mu += update(-gradient(g) + l2 mu)          # SGD, Adam or ClipUp on the loss      (E2)
+    sigma = schedule(sigma_rule(sigma, s, z))   # none, PGPE's or SNES's; the schedule (E3)
 
 The parts, and the papers their formulas come from:
 
@@ -26,12 +28,12 @@ The parts, and the papers their formulas come from:
             - 1/lambda                                                         (NES-13)
 
   with ``k`` the rank, 1 the best;
-* the centre gradient (E2's ``centre_gradient``), a method of the strategy: OpenAI-ES's
-  (:class:`MirroredES`: ``g``, the ``1/sigma`` folded into the step size), PGPE's
-  (:class:`algorithms.pgpe.PGPEStrategy`; Sehnke et al. 2010, section 2.3, symmetric
+* the centre gradient (E2's ``gradient``), a function the strategy is given: OpenAI-ES's
+  (:func:`openai_gradient`: ``g``, the ``1/sigma`` folded into the step size), PGPE's
+  (:func:`algorithms.pgpe.pgpe_gradient`; Sehnke et al. 2010, section 2.3, symmetric
   sampling: ``grad_mu = sum_i (r_i^+ - r_i^-)/2 * eps_i / n`` with ``eps_i = sigma * z_i``,
   i.e. ``sigma * g``; EvoTorch divides by the number of directions, so does this), SNES's
-  (:class:`algorithms.snes.SNESStrategy`; Schaul, Glasmachers, Schmidhuber 2011,
+  (:func:`algorithms.snes.snes_gradient`; Schaul, Glasmachers, Schmidhuber 2011,
   Algorithm 2 line "mu <- mu + eta_mu sigma grad_mu", with ``grad_mu = sum_k u_k z_k``:
   over mirrored pairs that is ``2 |kept| sigma * g``);
 * update rules, injected objects that minimise a loss gradient and return the step (the
@@ -43,12 +45,13 @@ The parts, and the papers their formulas come from:
       v <- v_max * v / ||v||  if ||v|| > v_max  (ClipUp-2: the update is clipped)
       mu <- mu + v
 
-* sigma adaptation (E3): :class:`ConstantSigma`; :class:`PGPESigma` (Sehnke et al. 2010,
+* sigma adaptation (E3): none (OpenAI-ES, ARS); :class:`PGPESigma` (Sehnke et al. 2010,
   section 2.3: ``grad_sigma = sum_i ((r_i^+ + r_i^-)/2 - b) (eps_i^2 - sigma^2)/sigma / n``
   with the baseline ``b`` zero for centred ranks; ``sigma += eta_sigma grad_sigma``, each
   coordinate's relative change clipped to ``max_change`` as EvoTorch's
   ``stdev_max_change``); :class:`SNESSigma` (Schaul et al. 2011, Algorithm 2:
-  ``grad_sigma = sum_k u_k (z_k^2 - 1)``, ``sigma <- sigma * exp(eta_sigma/2 grad_sigma)``).
+  ``grad_sigma = sum_k u_k (z_k^2 - 1)``, ``sigma <- sigma * exp(eta_sigma/2 grad_sigma)``);
+  then the run's :class:`Schedule`, a rule inside the strategy, so replicas replay it.
 
 :class:`MirroredES` composes them. ``OpenAI-ES``/ARS (:mod:`algorithms.optimes`), PGPE
 (:mod:`algorithms.pgpe`) and SNES (:mod:`algorithms.snes`) are each a choice of parts. The
@@ -326,18 +329,8 @@ class ClipUp:
 class SigmaRule(Protocol):
     def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma: ...
 
-    def describe(self) -> str | None:
-        """How sigma moves, in the report's words (None: it does not, by itself)."""
-
-
-class ConstantSigma:
-    """No adaptation (OpenAI-ES, ARS; schedules, if any, are the algorithm's)."""
-
-    def describe(self) -> str | None:
-        return None
-
-    def update(self, sigma: Sigma, plus: np.ndarray, minus: np.ndarray, z: np.ndarray) -> Sigma:
-        return sigma
+    def describe(self) -> str:
+        """How sigma moves, in the report's words."""
 
 
 @dataclass(frozen=True)
@@ -527,7 +520,7 @@ class MirroredES(Strategy):
         self.shaping = shaping
         self.optimizer = update
         self.gradient = gradient
-        self.sigma_rule: SigmaRule = sigma_rule or ConstantSigma()
+        self.sigma_rule = sigma_rule
         self.l2_coeff = l2_coeff
         self.schedule = schedule
         self.last_grad_norm = 0.0
@@ -543,7 +536,9 @@ class MirroredES(Strategy):
         grad = self.gradient(grad, self.sigma, shaped.size)
         self.last_grad_norm = float(np.linalg.norm(grad))
         self.mean = self.mean + self.optimizer.step(-grad + self.l2_coeff * self.mean)
-        sigma = self.sigma_rule.update(self.sigma, shaped[0::2], shaped[1::2], eps)
+        sigma = self.sigma
+        if self.sigma_rule is not None:
+            sigma = self.sigma_rule.update(sigma, shaped[0::2], shaped[1::2], eps)
         self.sigma = self.schedule.sigma(sigma)
         self.optimizer.stepsize = self.schedule.rate(self.optimizer.stepsize)
 

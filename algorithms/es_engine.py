@@ -67,7 +67,6 @@ from evaluation.protocol import Broadcast, EvalResult, EvalTask, GenerationStats
 
 #: Candidates are logged for the UMAP map only while a generation holds at most this many floats.
 POPULATION_LOG_MAX_FLOATS = 200_000
-SYNC_MODES = ("broadcast", "seeds")
 
 
 # -- the knobs every ES has --------------------------------------------------------------------
@@ -248,15 +247,6 @@ class StrategyStart:
         return optimizer_seed(self.seed, 0)
 
 
-def obs_normalisation(
-    obs_stat: RunningStat, obs_norm: bool
-) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """The observation mean and std every worker applies (None, None: no normalisation)."""
-    if not obs_norm:
-        return None, None
-    return obs_stat.mean.astype(np.float32), obs_stat.std.astype(np.float32)
-
-
 class RunParts:
     """Observation normalisation, the training episode cap and action noise of one run."""
 
@@ -273,7 +263,10 @@ class RunParts:
         return min(known) if known else None
 
     def normalisation(self) -> tuple[np.ndarray | None, np.ndarray | None]:
-        return obs_normalisation(self.obs_stat, self.knobs.obs_norm)
+        """The observation mean and std every worker applies (None, None: no normalisation)."""
+        if not self.knobs.obs_norm:
+            return None, None
+        return self.obs_stat.mean.astype(np.float32), self.obs_stat.std.astype(np.float32)
 
     def tasks(
         self,
@@ -367,19 +360,9 @@ class Replica:
     noise table: the worker binds its own view of it.
     """
 
-    def __init__(
-        self,
-        strategy: MirroredES,
-        obs_stat: RunningStat,
-        obs_norm: bool,
-        generation: int,
-        timesteps: int = 0,
-    ) -> None:
-        self.strategy = strategy
-        self.obs_stat = obs_stat
-        self.obs_norm = obs_norm
-        self.generation = generation
-        self.timesteps = timesteps
+    def __init__(self, strategy: MirroredES, run: RunParts, generation: int, steps: int) -> None:
+        self.strategy, self.run = strategy, run
+        self.generation, self.timesteps = generation, steps
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -395,21 +378,22 @@ class Replica:
         candidates = [Candidate(int(i), sign) for i in update.noise_indices for sign in (1, -1)]
         self.strategy.tell(candidates, update.fitness)
         for obs_sum, obs_sumsq, count in update.obs_increments:
-            self.obs_stat.increment(obs_sum, obs_sumsq, count)
+            self.run.obs_stat.increment(obs_sum, obs_sumsq, count)
         self.generation = update.generation
         self.timesteps = update.timesteps
 
     def broadcast(self) -> Broadcast:
-        mean, std = obs_normalisation(self.obs_stat, self.obs_norm)
+        mean, std = self.run.normalisation()
         strategy = self.strategy
         return Broadcast(self.generation, strategy.mean, strategy.sigma, mean, std, self.timesteps)
 
     def checksum(self) -> int:
         """CRC-32 of the mean, the optimizer moments, sigma and the obs statistics."""
+        stat = self.run.obs_stat
         parts = [self.strategy.mean, *self.strategy.optimizer.state_dict().values()]
-        parts += [np.asarray(self.strategy.sigma), np.array([self.obs_stat.count])]
+        parts += [np.asarray(self.strategy.sigma), np.array([stat.count]), stat.sum, stat.sumsq]
         crc = 0
-        for part in [*parts, self.obs_stat.sum, self.obs_stat.sumsq]:
+        for part in parts:
             crc = zlib.crc32(np.ascontiguousarray(part).data, crc)
         return crc
 
@@ -441,9 +425,6 @@ class CandidateCodec(ABC):
     def population(self, candidates: list[Any], fitness: np.ndarray) -> dict[str, Any]:
         """The population log's record of the generation (before the tell)."""
 
-    def start(self) -> None:  # noqa: B027 - most codecs start with nothing
-        """After the strategy exists: attach what the workers keep (replicas)."""
-
     def synchronise(
         self,
         candidates: list[Any],
@@ -459,9 +440,6 @@ class CandidateCodec(ABC):
         """The codec's metrics of the generation."""
         return {}
 
-    def restored(self) -> None:  # noqa: B027 - most codecs keep nothing on the workers
-        """After a checkpoint was loaded: what the workers keep is stale."""
-
     def close(self) -> None:  # noqa: B027 - most codecs hold nothing
         """Release what the codec holds."""
 
@@ -471,7 +449,7 @@ class TableCodec(CandidateCodec):
     env seeds; the mean and sigma travel in the broadcast, or live in replicas."""
 
     def __init__(self, es: ESAlgorithm, spec: NoiseSpec) -> None:
-        if es.context.sync not in SYNC_MODES:
+        if es.context.sync not in ("broadcast", "seeds"):
             raise ValueError(f"sync must be broadcast or seeds, got {es.context.sync!r}")
         if es.evaluator.noise_spec != spec:
             # Workers would decode (index, sign) from another table: wrong results, silently.
@@ -488,18 +466,14 @@ class TableCodec(CandidateCodec):
         self.noise: NoiseTable | None = (
             local if local is not None and not self._owns_noise else NoiseTable.create(spec)
         )
-
-    def start(self) -> None:
-        if self.replicated:
-            self.es.evaluator.attach_replica(self.replica)
+        if self.replicated:  # the snapshot is taken when a worker first needs it
+            es.evaluator.attach_replica(self.replica)
 
     def replica(self) -> Replica:
         """The head's state as a replica (shares its arrays; pickling copies them)."""
         es = self.es
-        strategy = es.strategy
-        assert isinstance(strategy, MirroredES)
-        knobs = es.run.knobs
-        return Replica(strategy, es.run.obs_stat, knobs.obs_norm, es.generation, es.timesteps)
+        assert isinstance(es.strategy, MirroredES)
+        return Replica(es.strategy, es.run, es.generation, es.timesteps)
 
     def broadcast(self) -> Broadcast:
         es = self.es
@@ -576,9 +550,6 @@ class TableCodec(CandidateCodec):
         extras["resyncs"] = float(synced.resyncs)
         return extras["sync_s"]
 
-    def restored(self) -> None:
-        self.es.evaluator.invalidate_replicas()
-
     def close(self) -> None:
         if self._owns_noise and self.noise is not None:
             self.noise.close()
@@ -642,6 +613,8 @@ class ESDefinition:
     defaults_section: str | None = None
     #: whether ``sync=seeds`` (replicated optimizer state on every worker) is supported
     supports_replicated: bool = False
+    #: a search space for ``harness tune`` (as experiments/search_spaces.yaml entries)
+    search_space: dict[str, Any] | None = None
     family: Literal["es"] = "es"
     zoo_hyperparams: None = None
 
@@ -707,7 +680,6 @@ class ESAlgorithm(Algorithm):
         self.codec = CODECS[definition.codec](self, self.noise_spec)
         start = StrategyStart(self.initial, context.seed, self.codec.noise, self.policy.init_params)
         self.strategy: Strategy = definition.strategy(config, start)
-        self.codec.start()
 
     def _probe(self, probe: Probe) -> tuple[list[EvalResult], GenerationStats, float]:
         """Play a strategy's probe: each policy on every seed, behaviour returned."""
@@ -821,7 +793,7 @@ class ESAlgorithm(Algorithm):
         self.timesteps = int(state.get("timesteps", 0))
         self.strategy.load_state_dict(state)
         self.run.load_state_dict(state)
-        self.codec.restored()
+        self.evaluator.invalidate_replicas()  # what the workers keep is stale
 
     def artifacts(self) -> dict[str, Any]:
         facts = self.strategy.artifacts()

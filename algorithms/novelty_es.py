@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.base import config_defaults, doc
+from algorithms.base import doc
 from algorithms.es_common import SEED_BOUND, STREAM_INIT, STREAM_NOVELTY, stream_rng
 from algorithms.es_core import (
     Candidate,
@@ -74,6 +74,7 @@ from algorithms.es_engine import (
     NoiseTableKnobs,
     RunKnobs,
     StrategyStart,
+    known_params,
     register_es,
     validate_population,
 )
@@ -362,31 +363,22 @@ class NoveltyStrategy(Strategy):
         self._pending = [] if self.measured else [self._initial_probe()]
 
 
-def _words(config_class: type, params: dict[str, Any]) -> tuple[Any, str]:
-    defaults = config_defaults(config_class)
-    config = config_class(**{**defaults, **{k: v for k, v in params.items() if k in defaults}})
+def describe_update(params: dict[str, Any]) -> str:
+    """The meta-population, the weighted ranks, the rule the config names, and how w moves."""
+    adaptive = "weight_delta" in params
+    config = known_params(NSRAESConfig if adaptive else NSRESConfig, params)
     l2 = f", L2 {config.l2_coeff:g}" if config.l2_coeff else ""
     text = (
         f"{config.meta_population} centres, one a generation by novelty (k "
         f"{config.novelty_neighbours}); all {config.population // 2} pairs, "
-        f"{WEIGHTED_RANKS}, {config.update_rule(1).describe()}{l2}"
+        f"{WEIGHTED_RANKS}, {config.update_rule(1).describe()}{l2}; "
     )
-    return config, text
-
-
-def describe_nsr(params: dict[str, Any]) -> str:
-    """The meta-population, the weighted ranks with w fixed, the rule the config names."""
-    config, text = _words(NSRESConfig, params)
-    return f"{text}; w {config.reward_weight:g} fixed"
-
-
-def describe_nsra(params: dict[str, Any]) -> str:
-    """NSR-ES's words, and how w moves."""
-    config, text = _words(NSRAESConfig, params)
+    if not adaptive:
+        return f"{text}w {config.reward_weight:g} fixed"
     return (
-        f"{text}; w from {config.reward_weight:g}, +{config.weight_delta:g} on a better "
-        f"centre return, -{config.weight_delta:g} after {config.stagnation_generations} "
-        "generations without"
+        f"{text}w from {config.reward_weight:g}, +{config.weight_delta:g} on a better centre "
+        f"return, -{config.weight_delta:g} after {config.stagnation_generations} generations "
+        "without"
     )
 
 
@@ -396,7 +388,7 @@ register_es(
     strategy=NoveltyStrategy,
     codec="table",
     summary="NSR-ES (Conti et al. 2018): M centres, novelty archive of BCs; noise table",
-    describe_update=describe_nsr,
+    describe_update=describe_update,
 )
 register_es(
     "nsra-es",
@@ -404,5 +396,5 @@ register_es(
     strategy=NoveltyStrategy,
     codec="table",
     summary="NSRA-ES (Conti et al. 2018): NSR-ES with w adapted to progress; noise table",
-    describe_update=describe_nsra,
+    describe_update=describe_update,
 )

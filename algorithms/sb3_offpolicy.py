@@ -189,6 +189,8 @@ class SB3OffPolicy(SB3Algorithm):
     """An SB3 off-policy algorithm stepped ``chunk_timesteps`` env steps at a time."""
 
     continuous_actions_only = True
+    #: learns from a replay buffer of past steps (the report says where only on-policy RL ran)
+    off_policy = True
     harness_only: ClassVar[tuple[str, ...]] = (
         "n_envs",
         "net_arch",

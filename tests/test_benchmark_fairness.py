@@ -286,7 +286,8 @@ def test_the_salimans_table_measures_time_to_shares_of_the_best_rl_score(tmp_pat
 
     sentence = answer.answer_sentence(facts, {"optimes": 1e6, "ppo": 1e6})
     assert sentence.startswith(
-        "**Hopper-v5**, optimes (best ES) against ppo (best RL): at equal timesteps (1M) "
+        "**Hopper-v5**, optimes (best ES) against ppo (best RL, on-policy RL only): at equal "
+        "timesteps (1M) "
         "optimes leads, optimes 100 [100, 100] against ppo 90.0 [90.0, 90.0]; "
     )
     # ppo first evaluates at 100 CPU-s: no score at 50 (never one extrapolated), and the

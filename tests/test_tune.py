@@ -686,20 +686,20 @@ def test_a_plugin_algorithm_brings_its_own_space(tmp_path: Path) -> None:
     package.mkdir()
     (package / "__init__.py").write_text(
         textwrap.dedent("""\
-        from algorithms.optimes import OptimES
-        from algorithms.registry import register
+        from dataclasses import replace
 
+        from algorithms.registry import get_algorithm, register_definition
 
-        @register("tune-plugin-es")
-        class PluginES(OptimES):
-            search_space = {"sigma": {"float": [0.01, 0.5], "log": True}}
+        space = {"sigma": {"float": [0.01, 0.5], "log": True}}
+        optimes = get_algorithm("optimes")
+        register_definition(replace(optimes, name="tune-plugin-es", search_space=space))
         """)
     )
     sys.path.insert(0, str(tmp_path))
     try:
         import_user_modules(["tune_plugin_pkg"])
         space = load_space("tune-plugin-es")
-        assert space.source.endswith("PluginES.search_space")
+        assert space.source == "the search_space of tune-plugin-es (module tune_plugin_pkg)"
         assert [p.key for p in space.params] == ["sigma"]
         # --space still wins, and its entry for the plugin is checked as any other
         override = space_file(tmp_path, "tune-plugin-es:\n  sigma: {float: [0.3, 0.2]}\n")

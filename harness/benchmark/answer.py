@@ -278,6 +278,7 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
     ran = set(facts.scores.runs["algo"])
     not_run = [a for a in task.algos if a not in ran]
     pending = f" Not run yet: {', '.join(not_run)}." if not_run else ""
+    on_policy_only = not any(_is_off_policy(a) for a in ran if _is_rl(a))
     flaws = {
         algo: [d.short for d in facts.defects if d.algo == algo and d.kind != "generations"]
         for algo in (es, rl)
@@ -286,8 +287,11 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
     if pair:
         pending = f" Known defects of the pair: {pair}." + pending
     verdict = f", no verdict ({gate})" if gate else ""
+    scope = ", on-policy RL only" if on_policy_only else ""
     return (
-        f"**{task.env}**, {es} (best ES) against {rl} (best RL){verdict}: " + "; ".join(parts) + "."
+        f"**{task.env}**, {es} (best ES) against {rl} (best RL{scope}){verdict}: "
+        + "; ".join(parts)
+        + "."
     ) + pending
 
 
@@ -404,6 +408,16 @@ def _is_rl(algo: str) -> bool:
     from algorithms.registry import family_of
 
     return (family_of(algo) or "es") != "es"
+
+
+def _is_off_policy(algo: str) -> bool:
+    """Whether the algorithm declares that it learns off-policy (SAC, TD3, TQC)."""
+    from algorithms.registry import AlgorithmRegistryError, get_algorithm
+
+    try:
+        return bool(getattr(get_algorithm(algo), "off_policy", False))
+    except AlgorithmRegistryError:
+        return False
 
 
 def gates_paragraph() -> str:

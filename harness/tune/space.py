@@ -407,7 +407,7 @@ def _entry_in(data: Any, algo: str, source: str, section: str | None) -> Any:
 
 def load_space(algo: str, space_file: Path | None = None) -> SearchSpace:
     """The checked search space of ``algo`` (see the module docstring for where from)."""
-    from algorithms.registry import get_algorithm
+    from algorithms.registry import algorithm_source, get_algorithm
 
     algo_cls = get_algorithm(algo)
     section = algo_cls.section_in_defaults()
@@ -422,8 +422,7 @@ def load_space(algo: str, space_file: Path | None = None) -> SearchSpace:
         return parse_space(algo, entry, str(space_file))
     declared = getattr(algo_cls, "search_space", None)
     if declared is not None:
-        owner = getattr(algo_cls, "__qualname__", algo_cls.name)
-        where = f"{algo_cls.__module__}.{owner}.search_space"
+        where = f"the search_space of {algo} ({algorithm_source(algo)})"
         return parse_space(algo, declared, where)
     try:
         data = read_yaml(SPACES_FILE)
