@@ -60,6 +60,32 @@ class NonFiniteError(RuntimeError):
         )
 
 
+#: gymnasium's wrappers of ``gym.make`` that pass observations, rewards and actions through
+PASS_THROUGH = (
+    gym.wrappers.TimeLimit,
+    gym.wrappers.OrderEnforcing,
+    gym.wrappers.PassiveEnvChecker,
+)
+
+
+def own_step(env: gym.Env[Any, Any]) -> tuple[Any, int | None]:
+    """The env's own ``step`` and the TimeLimit's steps, where ``env`` is only ``gym.make``'s
+    pass-through wrappers around it (each a Python call per step); else ``(None, None)``.
+
+    The rollout resets through the wrappers (so their order checks and time limit restart)
+    and ends an episode at the limit itself, which is all TimeLimit does: same episodes,
+    bitwise, without three calls a step.
+    """
+    limit = None
+    while isinstance(env, PASS_THROUGH):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            limit = env._max_episode_steps
+        env = env.env
+    if isinstance(env, gym.Wrapper):
+        return None, None
+    return env.step, limit
+
+
 def _first_nonfinite_row(buf: np.ndarray, n: int) -> int | None:
     """Index of the first row of ``buf[:n]`` holding a NaN or inf, or None."""
     if n <= 0:
@@ -120,6 +146,9 @@ class RolloutWorker:
         self.obs_dim = policy_spec.obs_dim
         spec = self.env.spec
         self.env_max_steps: int | None = spec.max_episode_steps if spec is not None else None
+        #: the env's own step under gymnasium's pass-through wrappers, whose one effect (the
+        #: time limit) the loop applies itself; None: step through the wrappers
+        self._own_step, self._time_limit = own_step(self.env)
         self._buf = np.zeros((self._capacity_for(None), self.obs_dim), dtype=np.float64)
 
     def set_progress(self, generation: int, timesteps: int) -> None:
@@ -197,7 +226,9 @@ class RolloutWorker:
         cap = self._capacity_for(max_steps)
         if self._buf.shape[0] < cap:
             self._buf = np.zeros((cap, self.obs_dim), dtype=np.float64)
-        env_step = self.env.step
+        env_step = self._own_step or self.env.step
+        if self._own_step is not None and self._time_limit is not None:
+            limit = min(limit, self._time_limit)  # TimeLimit's truncation, as the loop's end
         act = policy.act
         isfinite = math.isfinite
         characterise = self.behaviour() if behaviour else None
