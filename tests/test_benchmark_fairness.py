@@ -79,7 +79,7 @@ def test_gates_fire_below_the_anchor_and_on_too_few_runs() -> None:
     # The leader row names a flagged cell instead of ranking it.
     flagged = {a: g.text() for a, g in gates.items() if g.flagged}
     row = leader_text(scores, "timesteps", flagged)
-    assert row.startswith("**optimes** 2700.0 (n=5) over a2c 740.0; intervals ")
+    assert row.startswith("**optimes** 2700.0 (n=5) over a2c 740.0; difference 1960.0 [")
     assert "(not ranked: ppo on Hopper-v5: n = 2, 950 against the zoo's 2,410" in row
     assert "**ppo**" not in leader_text(
         gate_scores({"ppo": [5000.0] * 2, "snes": [1.0] * 5}), "final", {"ppo": "x"}
@@ -288,7 +288,7 @@ def test_the_salimans_table_measures_time_to_shares_of_the_best_rl_score(tmp_pat
     assert sentence.startswith(
         "**Hopper-v5**, optimes (best ES) against ppo (best RL, on-policy RL only): at equal "
         "timesteps (1M) "
-        "optimes leads, optimes 100 [100, 100] against ppo 90.0 [90.0, 90.0]; "
+        "optimes leads, optimes 100 [100, 100] against ppo 90.0 [90.0, 90.0], difference 10.0 "
     )
     # ppo first evaluates at 100 CPU-s: no score at 50 (never one extrapolated), and the
     # sentence says why rather than "no scores yet"
@@ -322,7 +322,7 @@ def test_an_equal_compute_lead_of_one_run_does_not_hide_the_pair_with_its_runs(
     cell = answer.full_budget_text(point, facts, cell=True)
     assert cell.startswith(
         "inconclusive (n < 3): **snes** 150.0 (n=1) over ppo 90.0; **ppo** 90.0 (n=5) over "
-        "optimes 62.0; intervals "
+        "optimes 62.0; difference 28.0 ["
     ), cell
     sentence = answer.full_budget_text(point, facts, cell=False)
     assert sentence.startswith("inconclusive, snes 150 (n=1) against ppo 90.0 [")
@@ -601,3 +601,23 @@ def test_the_family_aggregate_leaves_out_a_task_whose_pick_is_below_its_sanity_g
     facts.gates["ppo"] = dataclasses.replace(facts.gates["ppo"], planned=5)
     assert "Left out: Hopper-v5 (ppo below its sanity gate)." in section()
     assert "optimes against ppo" not in section()
+
+
+def test_a_leader_is_called_by_the_interval_of_the_difference() -> None:
+    """Means 12 and 10 at n = 5: their own 95% intervals overlap ([10.8, 13.2] and
+    [8.8, 11.2]) but the interval of the difference lies above 0, so "a" leads, and the
+    call gives the difference; shifted closer, the difference spans 0 and nobody leads."""
+    apart = answer.compare(
+        "a", np.array([10.0, 11, 12, 13, 14]), "b", np.array([8.0, 9, 10, 11, 12])
+    )
+    assert apart is not None and apart.a.mean_low < apart.b.mean_high
+    assert apart.conclusive
+    assert answer.cell_text(apart) == "**a** 12.0 (n=5) over b 10.0; difference 2.0 [0.4, 3.8]"
+    close = answer.compare(
+        "a", np.array([10.0, 11, 12, 13, 14]), "b", np.array([10.0, 11, 12, 13, 13])
+    )
+    assert close is not None and not close.conclusive
+    assert answer.cell_text(close).startswith(
+        "inconclusive: **a** 12.0 (n=5) over b 11.8; difference 0.2 ["
+    )
+    assert answer.cell_text(close).endswith("] spans 0")

@@ -56,17 +56,24 @@ SALIMANS = (
 @dataclass(frozen=True)
 class Comparison:
     """Two algorithms' scores at one point, by the page's rule: a leader only where the 95%
-    intervals of the means (stratified bootstrap, n >= 3) do not overlap."""
+    interval of the difference of the means (bootstrap of the difference, each side's runs
+    resampled apart, n >= 3) lies above 0."""
 
     first: str  # the higher mean
     second: str
     a: stats.GroupStats
     b: stats.GroupStats
+    difference: stats.Difference  # first's mean minus second's
 
     @property
     def conclusive(self) -> bool:
-        small = min(self.a.n, self.b.n) < stats.MIN_RUNS_INTERVAL
-        return not small and self.a.mean_low > self.b.mean_high
+        return self.difference.sign > 0
+
+    def difference_text(self) -> str:
+        """``difference 2,657 [1,923, 3,361]`` (the leader's mean minus the other's)."""
+        d = self.difference
+        bounds = f" {ci(d.low, d.high)}" if d.has_interval else ""
+        return f"difference {number(d.value)}{bounds}"
 
     def value(self, which: str) -> str:
         group = self.a if which == self.first else self.b
@@ -86,8 +93,8 @@ def compare(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> Compariso
     if not ga.n or not gb.n:
         return None
     if gb.mean > ga.mean:
-        name_a, name_b, ga, gb = name_b, name_a, gb, ga
-    return Comparison(name_a, name_b, ga, gb)
+        name_a, name_b, ga, gb, a, b = name_b, name_a, gb, ga, b, a
+    return Comparison(name_a, name_b, ga, gb, stats.difference(a, b))
 
 
 def sentence_part(comparison: Comparison | None, es: str, rl: str, gate: str | None) -> str:
@@ -99,6 +106,7 @@ def sentence_part(comparison: Comparison | None, es: str, rl: str, gate: str | N
     values = f"{es} {comparison.value(es)} against {rl} {comparison.value(rl)}"
     if gate:
         return values
+    values += f", {comparison.difference_text()}"
     if comparison.conclusive:
         return f"{comparison.first} leads, {values}"
     return f"inconclusive, {values}"
@@ -114,10 +122,11 @@ def cell_text(comparison: Comparison | None) -> str:
     )
     if min(a.n, b.n) < stats.MIN_RUNS_INTERVAL:
         return f"inconclusive (n < {stats.MIN_RUNS_INTERVAL}): {described}"
-    intervals = f"{interval(a.mean_low, a.mean_high)} vs {interval(b.mean_low, b.mean_high)}"
+    d = comparison.difference
+    difference = f"difference {fmt(d.value)} {interval(d.low, d.high)}"
     if comparison.conclusive:
-        return f"{described}; intervals {intervals}"
-    return f"inconclusive: {described}; intervals overlap ({intervals})"
+        return f"{described}; {difference}"
+    return f"inconclusive: {described}; {difference} spans 0"
 
 
 def _scores(facts: TaskFacts, algo: str, axis: str) -> np.ndarray:

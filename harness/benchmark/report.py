@@ -210,7 +210,8 @@ def _mean_ci(values: np.ndarray) -> tuple[str, stats.GroupStats]:
 
 
 def leader_text(scores: TaskScores, axis: str, gated: dict[str, str] | None = None) -> str:
-    """Who leads on ``axis`` at the common point; "inconclusive" where intervals overlap.
+    """Who leads on ``axis`` at the common point; "inconclusive" where the 95% interval of
+    the difference of the two best means spans 0.
 
     ``axis`` is one of :data:`AXES`, or ``final``: each run's last evaluations, at its own
     budget. ``gated``: algorithms that fail a sanity gate (too few runs, far below their
@@ -222,11 +223,12 @@ def leader_text(scores: TaskScores, axis: str, gated: dict[str, str] | None = No
     for algo, frame in scores.runs.groupby("algo", sort=True):
         if str(algo) in gated:
             continue
-        _, group = _mean_ci(frame[f"score_{axis}"].to_numpy(float))
+        values = frame[f"score_{axis}"].to_numpy(float)
+        _, group = _mean_ci(values)
         if group.n:
-            groups.append((group.mean, str(algo), group))
+            groups.append((group.mean, str(algo), group, values))
     ran = set(scores.runs["algo"])
-    unscored = sorted(ran - {name for _, name, _ in groups} - set(gated))
+    unscored = sorted(ran - {name for _, name, _, _ in groups} - set(gated))
     not_run = sorted(set(scores.task.algos) - ran)
     notes = (
         ([f"{', '.join(unscored)}: no evaluation near it"] if unscored else [])
@@ -236,18 +238,16 @@ def leader_text(scores: TaskScores, axis: str, gated: dict[str, str] | None = No
     absent = f" ({'; '.join(notes)})" if notes else ""
     if len(groups) < 2:
         return "—" + absent
-    groups.sort(reverse=True)
-    (_, best, first), (_, second_name, second) = groups[0], groups[1]
+    groups.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)
+    (_, best, first, x), (_, second_name, second, y) = groups[0], groups[1]
     described = f"**{best}** {fmt(first.mean)} (n={first.n}) over {second_name} {fmt(second.mean)}"
     if first.n < stats.MIN_RUNS_INTERVAL or second.n < stats.MIN_RUNS_INTERVAL:
         return f"inconclusive (n < {stats.MIN_RUNS_INTERVAL}): {described}{absent}"
-    intervals = (
-        f"{interval(first.mean_low, first.mean_high)} vs "
-        f"{interval(second.mean_low, second.mean_high)}"
-    )
-    if first.mean_low <= second.mean_high:
-        return f"inconclusive: {described}; intervals overlap ({intervals}){absent}"
-    return f"{described}; intervals {intervals}{absent}"
+    d = stats.difference(x, y, seed=BOOTSTRAP_SEED)
+    text = f"difference {fmt(d.value)} {interval(d.low, d.high)}"
+    if d.sign <= 0:
+        return f"inconclusive: {described}; {text} spans 0{absent}"
+    return f"{described}; {text}{absent}"
 
 
 def _median_reached(values: np.ndarray) -> str:
@@ -848,7 +848,9 @@ def write_benchmark_report(
         "Scores are evaluation returns on fresh seeded episodes (the same seeds for every "
         "algorithm), taken at each task's common point: the most timesteps, or "
         "CPU-seconds, that every run of the task reached. A leader is named only where the 95% "
-        "intervals of the means (stratified bootstrap, n >= 3) do not overlap. Normalised "
+        "interval of the difference of the two means (a bootstrap of the difference, each "
+        "side's runs resampled apart, n >= 3) lies above 0; the difference is given with it. "
+        "Normalised "
         "score: 0 for uniformly random actions, 1 at the task's reference score.",
         "Wall-clock is not compared here: these runs shared a 2-core machine with other work. "
         "CPU-seconds are each run's own process tree.",
