@@ -340,7 +340,7 @@ def test_a_median_run_that_never_gets_there_makes_the_share_never(tmp_path: Path
     assert all(math.isinf(row.ratio("timesteps")) for row in rows)
     assert (
         answer.salimans_section([facts]).tables[0][1]["ES timesteps"].tolist()
-        == ["never (1/3)"] * 3
+        == ["not within its budget (1/3)"] * 3
     )
     one = synthetic_task(tmp_path / "one", es_never=1)  # the median run gets there
     assert [row.es.timesteps for row in fairness.time_to_share(one)] == [2e5, 3e5, 4e5]

@@ -452,7 +452,7 @@ def _times(value: float, reached: int, n: int, fmt: Any) -> str:
     if n == 0:
         return "—"
     if not math.isfinite(value):
-        return f"never ({reached}/{n})"
+        return f"not within its budget ({reached}/{n})"
     return f"{fmt(value)} ({reached}/{n})"
 
 
@@ -460,7 +460,7 @@ def _ratio(value: float) -> str:
     if math.isnan(value):
         return "—"
     if math.isinf(value):
-        return "never"
+        return "not within the budget"
     return f"{value:.2f}"
 
 
@@ -498,10 +498,11 @@ def salimans_section(all_facts: Sequence[TaskFacts]) -> Section:
             "a level is the random policy's score plus that share of the way to the best RL's "
             f"mean final score (the mean of its runs' last {LAST_EVALUATIONS} evaluations). "
             "Each side: the median over its runs of the first evaluation at or above the "
-            "level (an unconfirmed first crossing; a run that never got there counts as "
-            "never, so the median is never once half its runs never did), with how many runs "
-            "got there. A ratio below 1 says the ES got there first. The resolution is the "
-            "evaluation interval (50k timesteps; 200k on AntBulletEnv)."
+            "level (an unconfirmed first crossing; a run that stopped at its budget below the "
+            "level counts as not there within its budget, and so does the median once half its "
+            "runs did not get there), with how many runs got there. A ratio below 1 says the "
+            "ES got there first. The resolution is the evaluation interval (50k timesteps; "
+            "200k on AntBulletEnv)."
         ],
         tables=[("", pd.DataFrame(rows))] if rows else [],
         folded=True,
