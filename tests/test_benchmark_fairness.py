@@ -240,12 +240,27 @@ def ramp(top: float, reach: float, cpu_per_step: float) -> list[tuple[float, flo
     return [(t, t * cpu_per_step, top * min(t / reach, 1.0)) for t in np.arange(1, 11) * 100_000.0]
 
 
-def synthetic_task(tmp_path: Path, es_never: int = 0) -> fairness.TaskFacts:
+def synthetic_task(
+    tmp_path: Path, es_never: int = 0, continued: bool = False
+) -> fairness.TaskFacts:
     """A task of optimes (cheap, 100 at 0.5M) and ppo (costly, 100 at 1M), three seeds each.
-    ``es_never``: how many optimes runs stay at 0."""
+    ``es_never``: how many optimes runs stay at 0; ``continued``: each of those has an
+    equal-compute run (to 1,000 CPU-s) rising 50 per 1M timesteps."""
     runs = []
     for i, seed in enumerate((100, 101, 102)):
         es = ramp(100.0, 5e5, 5e-5) if i >= es_never else ramp(0.0, 5e5, 5e-5)
+        if continued and i < es_never:
+            rising = [(t * 1e6, 15.0 * t, 50.0 * t) for t in range(1, 21)]
+            runs.append(
+                write_run(
+                    tmp_path / f"{10 + i}",
+                    algo="optimes",
+                    seed=seed,
+                    cpu_limit=1000.0,
+                    spec=LINEAR_ES,
+                    evals=rising,
+                )
+            )
         runs.append(
             write_run(
                 tmp_path / f"{2 * i + 1}", algo="optimes", seed=seed, evals=es, spec=LINEAR_ES
@@ -344,6 +359,18 @@ def test_a_median_run_that_never_gets_there_makes_the_share_never(tmp_path: Path
     )
     one = synthetic_task(tmp_path / "one", es_never=1)  # the median run gets there
     assert [row.es.timesteps for row in fairness.time_to_share(one)] == [2e5, 3e5, 4e5]
+
+
+def test_a_run_below_a_level_is_continued_by_its_equal_compute_run(tmp_path: Path) -> None:
+    """Two of three optimes grid runs stop at 1M below every level; their seeds' equal-compute
+    runs, trained on to 1,000 CPU-s, cross 22.5 and 45 at 1M and 67.5 at 2M."""
+    facts = synthetic_task(tmp_path, es_never=2, continued=True)
+    rows = fairness.time_to_share(facts)
+    assert [(row.es.reached, row.es.n, row.es.extended) for row in rows] == [(3, 3, 2)] * 3
+    assert [row.es.timesteps for row in rows] == [1e6, 1e6, 2e6]
+    assert [row.es.cpu_seconds for row in rows] == [15.0, 15.0, 30.0]
+    table = answer.salimans_section([facts]).tables[0][1]
+    assert table["ES timesteps"].tolist()[2] == "2M (3/3, 2 in equal-compute runs)"
 
 
 def test_equal_compute_runs_are_scored_apart_from_the_grid(tmp_path: Path) -> None:

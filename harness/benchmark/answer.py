@@ -25,6 +25,7 @@ from harness.benchmark.fairness import (
     ANCHOR_SHARE,
     FEW_GENERATIONS,
     LAST_EVALUATIONS,
+    Crossing,
     EqualComputePoint,
     Provenance,
     TaskFacts,
@@ -448,12 +449,15 @@ def gates_paragraph() -> str:
 # -- folded sections -----------------------------------------------------------------------------
 
 
-def _times(value: float, reached: int, n: int, fmt: Any) -> str:
-    if n == 0:
+def _times(value: float, crossing: Crossing, fmt: Any) -> str:
+    if crossing.n == 0:
         return "—"
+    count = f"{crossing.reached}/{crossing.n}"
+    if crossing.extended:
+        count += f", {crossing.extended} in equal-compute runs"
     if not math.isfinite(value):
-        return f"not within its budget ({reached}/{n})"
-    return f"{fmt(value)} ({reached}/{n})"
+        return f"not within its budget ({count})"
+    return f"{fmt(value)} ({count})"
 
 
 def _ratio(value: float) -> str:
@@ -478,15 +482,11 @@ def salimans_section(all_facts: Sequence[TaskFacts]) -> Section:
                     + (" (RL fails its gate)" if gate else ""),
                     "share of RL's progress": f"{row.share:.0%}",
                     "level": number(row.level),
-                    "ES timesteps": _times(row.es.timesteps, row.es.reached, row.es.n, steps_text),
-                    "RL timesteps": _times(row.rl.timesteps, row.rl.reached, row.rl.n, steps_text),
+                    "ES timesteps": _times(row.es.timesteps, row.es, steps_text),
+                    "RL timesteps": _times(row.rl.timesteps, row.rl, steps_text),
                     "ES/RL timesteps": _ratio(row.ratio("timesteps")),
-                    "ES CPU-s": _times(
-                        row.es.cpu_seconds, row.es.reached, row.es.n, lambda v: f"{v:,.0f}"
-                    ),
-                    "RL CPU-s": _times(
-                        row.rl.cpu_seconds, row.rl.reached, row.rl.n, lambda v: f"{v:,.0f}"
-                    ),
+                    "ES CPU-s": _times(row.es.cpu_seconds, row.es, lambda v: f"{v:,.0f}"),
+                    "RL CPU-s": _times(row.rl.cpu_seconds, row.rl, lambda v: f"{v:,.0f}"),
                     "ES/RL CPU-s": _ratio(row.ratio("cpu_seconds")),
                 }
             )
@@ -499,8 +499,10 @@ def salimans_section(all_facts: Sequence[TaskFacts]) -> Section:
             f"mean final score (the mean of its runs' last {LAST_EVALUATIONS} evaluations). "
             "Each side: the median over its runs of the first evaluation at or above the "
             "level (an unconfirmed first crossing; a run that stopped at its budget below the "
-            "level counts as not there within its budget, and so does the median once half its "
-            "runs did not get there), with how many runs got there. A ratio below 1 says the "
+            "level is continued by its seed's equal-compute run where there is one, trained on "
+            "to the RL's CPU-seconds and evaluated more sparsely; one that got there in "
+            "neither counts as not there within its budget, and so does the median once half "
+            "its runs did not get there), with how many runs got there. A ratio below 1 says the "
             "ES got there first. The resolution is the evaluation interval (50k timesteps; "
             "200k on AntBulletEnv)."
         ],

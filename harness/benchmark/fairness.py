@@ -903,6 +903,8 @@ class Crossing:
     cpu_seconds: float
     reached: int
     n: int
+    #: runs that got there only in their seed's equal-compute run (trained on further)
+    extended: int = 0
 
 
 def first_crossing(frame: pd.DataFrame, level: float) -> tuple[float, float]:
@@ -916,11 +918,29 @@ def first_crossing(frame: pd.DataFrame, level: float) -> tuple[float, float]:
 
 
 def crossing(facts: TaskFacts, algo: str, level: float) -> Crossing:
-    """:class:`Crossing` of ``algo``'s grid runs (a run that never got there counts as
-    infinitely late, so the median is "never" once half the runs never did)."""
+    """:class:`Crossing` of ``algo``'s grid runs. A grid run that stopped at its budget below
+    the level is continued by its seed's equal-compute run where there is one (the same
+    algorithm and seed trained on to the RL family's CPU-seconds, evaluated more sparsely);
+    a run that got there in neither counts as infinitely late, so the median is too once
+    half the runs did not get there within their budgets."""
     runs = facts.scores.runs
-    labels = [str(r) for r in runs.loc[runs["algo"] == algo, "run"]]
-    per_run = [first_crossing(frame, level) for frame in facts.evals_of(labels).values()]
+    grid = runs[runs["algo"] == algo]
+    equal = facts.equal_runs
+    later: dict[int, str] = {}
+    if len(equal):
+        mine = equal[equal["algo"] == algo]
+        later = {int(seed): str(run) for run, seed in mine["seed"].items()}
+    evals = facts.evals_of([str(r) for r in grid["run"]] + list(later.values()))
+    per_run, extended = [], 0
+    for run, seed in zip(grid["run"], grid["seed"], strict=True):
+        if str(run) not in evals:
+            continue
+        point = first_crossing(evals[str(run)], level)
+        if not math.isfinite(point[0]) and later.get(int(seed)) in evals:
+            continued = first_crossing(evals[later[int(seed)]], level)
+            if math.isfinite(continued[0]):
+                point, extended = continued, extended + 1
+        per_run.append(point)
     if not per_run:
         return Crossing(algo, math.nan, math.nan, 0, 0)
     steps = np.array([p[0] for p in per_run])
@@ -931,6 +951,7 @@ def crossing(facts: TaskFacts, algo: str, level: float) -> Crossing:
         float(np.median(cpu)),
         int(np.isfinite(steps).sum()),
         len(per_run),
+        extended,
     )
 
 
