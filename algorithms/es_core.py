@@ -525,6 +525,14 @@ class MirroredES(Strategy):
         self.schedule = schedule
         self.last_grad_norm = 0.0
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the noise table (a replica binds its worker's own view of it)."""
+        return {**self.__dict__, "noise": None}
+
+    def bind(self, noise: NoiseTable) -> None:
+        """Draw from ``noise``: a worker's view of the shared table."""
+        self.noise = noise
+
     def ask(self, rng: np.random.Generator) -> list[Candidate]:
         return self.sampler.ask(rng, self.noise, self.mean.size)
 

@@ -21,7 +21,6 @@ initial parameters from ``stream_rng(seed, STREAM_INIT)`` for every ES alike.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import sys
@@ -364,15 +363,8 @@ class Replica:
         self.strategy, self.run = strategy, run
         self.generation, self.timesteps = generation, steps
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        strategy = copy.copy(self.strategy)
-        vars(strategy)["noise"] = None  # never ship the table
-        state["strategy"] = strategy
-        return state
-
     def bind(self, noise: Any) -> None:
-        self.strategy.noise = noise
+        self.strategy.bind(noise)
 
     def apply(self, update: ReplicaUpdate) -> None:
         candidates = [Candidate(int(i), sign) for i in update.noise_indices for sign in (1, -1)]
