@@ -305,6 +305,8 @@ def test_the_salimans_table_measures_time_to_shares_of_the_best_rl_score(tmp_pat
         "timesteps (1M) "
         "optimes leads, optimes 100 [100, 100] against ppo 90.0 [90.0, 90.0], difference 10.0 "
     )
+    # each side's cost for its score: off-policy RL buys samples with compute
+    assert "(CPU-s a run to its budget: optimes 50, ppo 1,000);" in sentence
     # ppo first evaluates at 100 CPU-s: no score at 50 (never one extrapolated), and the
     # sentence says why rather than "no scores yet"
     assert "(50 CPU-s, ppo 10% into its training) not compared: ppo had no evaluation " in sentence

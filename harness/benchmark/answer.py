@@ -130,6 +130,17 @@ def cell_text(comparison: Comparison | None) -> str:
     return f"inconclusive: {described}; {difference} spans 0"
 
 
+def _run_cost(facts: TaskFacts, es: str, rl: str) -> str:
+    """`` (CPU-s a run to its budget: optimes 110, ppo 850)``: each side's median over its
+    grid runs, as off-policy RL buys its samples with compute; empty where either is
+    unknown."""
+    grid = facts.facts
+    costs = [float(grid.loc[grid["algo"] == algo, "cpu_seconds"].median()) for algo in (es, rl)]
+    if not all(math.isfinite(cost) for cost in costs):
+        return ""
+    return f" (CPU-s a run to its budget: {es} {costs[0]:,.0f}, {rl} {costs[1]:,.0f})"
+
+
 def _scores(facts: TaskFacts, algo: str, axis: str) -> np.ndarray:
     runs = facts.scores.runs
     return runs.loc[runs["algo"] == algo, f"score_{axis}"].to_numpy(float)
@@ -254,6 +265,7 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
             rl,
             gate,
         )
+        + _run_cost(facts, es, rl)
     ]
     progress = rl_progress(facts, at["cpu_seconds"])
     early = f", {rl} {progress:.0%} into its training" if math.isfinite(progress) else ""
