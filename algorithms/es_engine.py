@@ -741,9 +741,10 @@ class ESAlgorithm(Algorithm):
             time.perf_counter() - step_started - evaluate_s - sync_s
         )
         probed += [self._probe(probe) for probe in self.strategy.probes()]
-        extras["param_norm"] = float(np.linalg.norm(self.current_parameters()))
         extras.update(self.codec.extras(candidates))
         extras.update(self.strategy.metrics())
+        if "param_norm" not in extras:  # the mirrored strategies report their own
+            extras["param_norm"] = float(np.linalg.norm(self.current_parameters()))
         record = generation_record(results, fitness, stats, extras)
         for results, stats, seconds in probed:
             steps = int(sum(r.steps for r in results))
