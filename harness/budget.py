@@ -29,6 +29,9 @@ class Budget:
     time_limit: float | None = None
     cpu_limit: float | None = None
     target_return: float | None = None
+    #: the partner's algorithm of an equal-compute pair (:mod:`harness.pairing`): without a
+    #: limit of its own, the run's CPU limit is the partner's CPU-seconds, known at its end
+    paired_with: str | None = None
 
     def validate(self) -> None:
         """Raise ValueError naming the first limit that is zero or negative."""
@@ -36,8 +39,10 @@ class Budget:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"budget {name} must be positive, got {value}")
-        if all(getattr(self, name) is None for name in LIMITS):
-            raise ValueError("a budget needs timesteps, generations, time_limit or cpu_limit")
+        if all(getattr(self, name) is None for name in LIMITS) and not self.paired_with:
+            raise ValueError(
+                "a budget needs timesteps, generations, time_limit, cpu_limit or paired_with"
+            )
 
     def crosses(self, value: float | None) -> bool:
         """Whether an evaluation's mean return ``value`` is at or above the target."""

@@ -1042,9 +1042,10 @@ def _complete_run_knobs(draft: _Draft) -> None:
 
 
 def _complete_budget(draft: _Draft) -> None:
-    """The env's default budget applies only when the user gave none."""
+    """The env's default budget applies only when the user gave none (a pair's follower,
+    ``paired_with`` without a limit, has its partner's)."""
     config = draft.config
-    budget_given = any(config.get(k) is not None for k in LIMITS)
+    budget_given = any(config.get(k) is not None for k in LIMITS) or bool(config.get("paired_with"))
     for knob in schema.knobs("budget"):
         value = config.get(knob.name)
         if value is None and not budget_given and knob.name not in draft.explicit_null:

@@ -78,6 +78,10 @@ class MachineLoad:
         samples = self._samples
         return {
             "cpu_count": os.cpu_count(),
+            # the cores the run was allowed (a pair's runs are pinned to one each)
+            "cpu_affinity": sorted(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else None,
             "loadavg_1m_start": samples[0] if samples else None,
             "loadavg_1m_mean": sum(samples) / len(samples) if samples else None,
             "loadavg_1m_max": max(samples, default=None),

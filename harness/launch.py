@@ -49,6 +49,13 @@ def check_can_start(config: dict[str, Any], runs_dir: Path, oversubscribe: bool 
     and :func:`harness.run` check the same things in the same order."""
     check_runs_dir(runs_dir)
     check_run_resources(config, allow_oversubscribe=oversubscribe)
+    from harness.pairing import PAIR_FILE_ENV, pair_file
+
+    if config.get("paired_with") and pair_file() is None:
+        raise UsageError(
+            f"paired_with={config['paired_with']} runs only as one of a pair, side by side "
+            f"with its partner (a sweep's pairs or `harness benchmark run`; {PAIR_FILE_ENV})"
+        )
     from harness.runner import check_noise_table_fits
 
     try:

@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,7 @@ from harness.checkpoint import (
 )
 from harness.config import ConfigError, validate_params
 from harness.cputime import CPU_SAMPLE_PERIOD_S, CpuMeter, MachineLoad
+from harness.pairing import Follower, Lead, LeadStopped, is_follower, pair_file
 from harness.progress import ProgressBar, progress_bar
 from harness.records import POPULATION_ARTIFACT, PopulationLogWriter
 from harness.schema import BUDGET_KEYS
@@ -112,6 +113,7 @@ TIME_PARTS = (
     "obs_sync",
     "evaluation",
     "confirmation",
+    "pair_wait",
     "checkpoint",
     "logging",
     "other",
@@ -335,6 +337,15 @@ class Trainer:
         self._cpu_sampled_at = 0.0
         self._machine_load = MachineLoad()
         self._speed_probe: SpeedProbe | None = None  # built at the first evaluation
+        # an equal-compute pair (harness.pairing): the lead publishes its CPU-seconds, the
+        # follower paces itself by them
+        self._pair_lead: Lead | None = None
+        self._pair_follower: Follower | None = None
+        pair_path = pair_file() if config.get("paired_with") else None
+        if pair_path is not None and is_follower(config):
+            self._pair_follower = Follower(pair_path)
+        elif pair_path is not None:
+            self._pair_lead = Lead(pair_path, run_dir.name if run_dir is not None else None)
         setup_started = time.perf_counter()
         # A stop signal now is latched by the command (harness.signals) and acted on once
         # the step-0 checkpoint exists; the evaluator keeps Ctrl-C from its workers itself.
@@ -644,10 +655,12 @@ class Trainer:
                     self._sample_cpu(
                         force=p.timesteps >= p.next_eval_at
                         or self.budget.cpu_limit is not None
+                        or self._pair_follower is not None
                         or cpu_interval > 0
                     )
                     self._record(record)
                     self._check_records()
+                self._pace()
                 if cpu_interval > 0 and p.cpu_seconds >= p.next_eval_cpu_at:
                     self._evaluate_and_confirm()
                     p.next_eval_cpu_at = (p.cpu_seconds // cpu_interval + 1) * cpu_interval
@@ -709,6 +722,21 @@ class Trainer:
             self._cpu_sampled_at = now
             self.progress.cpu_seconds = self._cpu_offset_s + self._cpu_meter.seconds()
             self._machine_load.sample()
+            if self._pair_lead is not None:
+                self._pair_lead.publish(self.progress.cpu_seconds)
+
+    def _pace(self) -> None:
+        """A pair's follower: wait while ahead of the lead; once the lead is done, its final
+        CPU-seconds become this run's CPU limit. A stopped lead interrupts the run."""
+        if self._pair_follower is None or self.budget.cpu_limit is not None:
+            return
+        with self._timed("pair_wait"):
+            try:
+                limit = self._pair_follower.limit(self.progress.cpu_seconds)
+            except LeadStopped as error:
+                raise KeyboardInterrupt(str(error)) from None
+        if limit is not None:
+            self.budget = replace(self.budget, cpu_limit=limit)
 
     def _log_population(self) -> None:
         population = self.algorithm.population_record()
@@ -773,7 +801,10 @@ class Trainer:
             "time_breakdown": self.time_breakdown(),
             "training_started_at": self._training_started_at,
             "machine_load": self._machine_load.summary(),
+            "pair": self._pair_summary(),
         }
+        if self._pair_lead is not None:
+            self._pair_lead.publish(p.cpu_seconds, done=True)
         if self.run is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 folder = Path(tmp)
@@ -795,6 +826,21 @@ class Trainer:
         from harness.policy_io import save_policy
 
         return save_policy(self.algorithm, folder)
+
+    def _pair_summary(self) -> dict[str, Any] | None:
+        """The ``pair`` block of ``summary.json``: None outside an equal-compute pair."""
+        partner = self.config.get("paired_with")
+        if not partner:
+            return None
+        if self._pair_follower is None:
+            return {"role": "lead", "partner": partner}
+        return {
+            "role": "follower",
+            "partner": partner,
+            "partner_run": self._pair_follower.lead_run_id,
+            "cpu_limit": self.budget.cpu_limit,
+            "waited_s": self._pair_follower.waited_s,
+        }
 
     def target_summary(self) -> dict[str, Any] | None:
         """The ``target`` block of ``summary.json``: None without a target return."""

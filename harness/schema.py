@@ -314,6 +314,18 @@ KNOBS: tuple[Knob, ...] = (
         default_is_the_old_behaviour=True,
     ),
     Knob(
+        "paired_with",
+        str,
+        None,
+        "budget: the partner's algorithm in an equal-compute pair run side by side "
+        "(harness.pairing); without a limit of its own, the run stops at the CPU-seconds its "
+        "partner used. Set by a sweep's or the benchmark's pairs, not by hand",
+        section="budget",
+        settable=True,
+        nullable=True,
+        default_is_the_old_behaviour=True,
+    ),
+    Knob(
         "target_return",
         float,
         None,

@@ -53,7 +53,12 @@ def test_shipped_benchmark_is_valid_and_held_out() -> None:
     assert all(seed >= 100 for seed in bench.seeds) and len(bench.seeds) >= 5
     grid = [c for c in bench.sweep.cells if not bench.is_equal_compute(c)]
     assert len(grid) == sum(len(t.algos) for t in bench.tasks) * len(bench.seeds)
-    equal = sum(len(t.equal_compute.algos) for t in bench.tasks if t.equal_compute)
+    # an equal-compute cell per ES and seed, and a run of its RL beside each paired one
+    equal = sum(
+        len(t.equal_compute.algos) * (2 if t.equal_compute.paired else 1)
+        for t in bench.tasks
+        if t.equal_compute
+    )
     assert len(bench.sweep.cells) - len(grid) == equal * len(bench.seeds)
     order = [(bench.tasks.index(bench.task_of(c)), bench.cost_of(c)) for c in bench.sweep.cells]
     assert order == sorted(order), "cells run task by task, cheapest first within a task"

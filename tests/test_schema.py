@@ -122,7 +122,14 @@ def test_set_keys_are_the_settable_knobs_and_the_hyperparameters() -> None:
         assert parse_assignment(assignment, params) == (f"params.{field.name}", field.default)
     assert set(RUN_KEYS) == {k.name for k in schema.knobs("run")}
     assert set(POLICY_KEYS) == POLICY_KNOBS
-    assert BUDGET_KEYS == ("timesteps", "generations", "time_limit", "cpu_limit", "target_return")
+    assert BUDGET_KEYS == (
+        "timesteps",
+        "generations",
+        "time_limit",
+        "cpu_limit",
+        "paired_with",
+        "target_return",
+    )
 
 
 def test_set_help_lists_every_settable_knob_and_hyperparameter() -> None:

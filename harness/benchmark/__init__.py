@@ -252,6 +252,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         env = bench.task_of(cell).env
         key = (env, str(cell.config["algo"]), bench.is_equal_compute(cell))
         budget = float(cell.config.get("timesteps") or 0.0)
+        equal = bench.task_of(cell).equal_compute
+        if not measured.get(key) and equal is not None and equal.paired and key[2]:
+            key = (env, equal.against, False)  # either side of a pair: its lead's compute
+            budget = 0.0
         if measured.get(key):
             whole = statistics.median(measured[key])
         elif rates.get(key) and budget:
@@ -278,7 +282,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         "CPU-seconds per timestep its unfinished runs measured, else the file's cost_cpu_s; "
         "an unfinished cell only for the timesteps (or, to a CPU limit, the CPU-seconds) it "
         "has left. (equal CPU): ES cells trained to the CPU-seconds the task's RL entry "
-        "spends on its budget (--cpu-limit), costed at that limit."
+        "spends on its budget (--cpu-limit), costed at that limit, or run as pairs beside a run of "
+        "that RL entry, each side costed at its median."
     )
     waiting = {cell.index for cell in pending}
     for index, item in sorted(started.items()):
@@ -371,6 +376,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     sweep = replace(bench.sweep, cells=todo)
+    waiting = {cell.index for cell in todo}
+    if args.ray_address and any(waiting & set(pair) for pair in sweep.pairs):
+        raise UsageError(
+            "the equal-compute pairs run on one machine, not on Ray: --task or --algo "
+            "another part for the cluster"
+        )
     if args.ray_address:
         from harness.commands import check_ray_address
         from harness.sweep.ray_cells import run_sweep_on_ray

@@ -226,11 +226,12 @@ def full_budget_text(point: EqualComputePoint | None, facts: TaskFacts, *, cell:
     if point.cells_missing:
         algos = ", ".join(a for a in point.es if point.missing.get(a))
         limit = point.planned_limit if point.planned_limit is not None else point.cpu_seconds
-        planned = (
-            f"planned as {algos} with --cpu-limit {limit:,.0f}"
-            if point.planned_limit is not None
-            else f"not planned: {algos} with --cpu-limit {point.cpu_seconds:,.0f}"
-        )
+        if point.paired:
+            planned = f"planned as pairs of {algos} each beside a run of {point.rl}"
+        elif point.planned_limit is not None:
+            planned = f"planned as {algos} with --cpu-limit {limit:,.0f}"
+        else:
+            planned = f"not planned: {algos} with --cpu-limit {point.cpu_seconds:,.0f}"
         parts.append(
             f"not run yet: {point.cells_missing} cells, ~{point.cpu_hours_missing:.1f} "
             f"CPU-hours ({planned})"
@@ -282,8 +283,14 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
     if point is not None:
         from_runs = [a for a, source in point.source.items() if source == "archive"]
         note = f"; {', '.join(from_runs)} from its runs up to there" if from_runs else ""
+        if point.paired:
+            note += (
+                f"; each ES run stopped at the CPU-seconds of a {point.rl} run beside it on "
+                "the same machine"
+                + (f", but {point.split} pairs name two CPU models" if point.split else "")
+            )
         parts.append(
-            f"at equal compute at {rl}'s full budget ({point.cpu_seconds:,.0f} CPU-s{note}) "
+            f"at equal compute at {point.rl}'s full budget ({point.cpu_seconds:,.0f} CPU-s{note}) "
             + full_budget_text(point, facts, cell=False)
         )
     if own_budgets.get(es) != own_budgets.get(rl):

@@ -154,12 +154,15 @@ def robust_scores(scores: TaskScores) -> None:
 
 
 def equal_compute_mask(runs: pd.DataFrame) -> pd.Series:
-    """Which runs of a run table's ``runs`` frame trained to a CPU limit (the benchmark's
-    equal-compute cells, :class:`harness.benchmark.spec.EqualCompute`; the frame names the
-    config's ``cpu_limit`` ``budget_cpu_limit``)."""
-    if "budget_cpu_limit" not in runs:
-        return pd.Series(False, index=runs.index)
-    return pd.to_numeric(runs["budget_cpu_limit"], errors="coerce").notna()
+    """Which runs of a run table's ``runs`` frame are the benchmark's equal-compute cells
+    (:class:`harness.benchmark.spec.EqualCompute`): trained to a CPU limit (the frame names
+    the config's ``cpu_limit`` ``budget_cpu_limit``), or one side of a pair (``paired_with``)."""
+    limited = pd.Series(False, index=runs.index)
+    if "budget_cpu_limit" in runs:
+        limited |= pd.to_numeric(runs["budget_cpu_limit"], errors="coerce").notna()
+    if "paired_with" in runs:
+        limited |= runs["paired_with"].notna()
+    return limited
 
 
 # -- what each run recorded ----------------------------------------------------------------------
@@ -289,6 +292,8 @@ def run_facts(table: RunTable) -> pd.DataFrame:
                 "timesteps": float(config.get("timesteps") or math.nan),
                 "cpu_seconds": float(cpu.get(label, math.nan)),
                 "cpu_limit": config.get("cpu_limit"),
+                "paired_with": config.get("paired_with"),
+                "machine": run.get("host_cpu"),
                 "gym_id": run.get("gym_id") or config.get("env"),
             }
         )
@@ -859,6 +864,7 @@ def task_facts(
     evals = evaluations(table.steps) if table is not None else pd.DataFrame()
     if len(facts):
         limited = pd.to_numeric(facts["cpu_limit"], errors="coerce").notna()
+        limited |= facts["paired_with"].notna()
         equal_runs, facts = facts[limited], facts[~limited]
     else:
         equal_runs = facts
@@ -928,7 +934,8 @@ def crossing(facts: TaskFacts, algo: str, level: float) -> Crossing:
     equal = facts.equal_runs
     later: dict[int, str] = {}
     if len(equal):
-        mine = equal[equal["algo"] == algo]
+        # the ES's own: a pair's lead is its RL's grid run again
+        mine = equal[(equal["algo"] == algo) & (equal["family"] == "es")]
         later = {int(seed): str(run) for run, seed in mine["seed"].items()}
     evals = facts.evals_of([str(r) for r in grid["run"]] + list(later.values()))
     per_run, extended = [], 0
@@ -1020,6 +1027,12 @@ class EqualComputePoint:
     missing: dict[str, int]  # ES algorithm -> runs still to make
     rl_scores: np.ndarray = field(default_factory=lambda: np.array([]))
     planned_limit: float | None = None  # the cpu_limit experiments/benchmark.yaml plans
+    #: the point comes from pairs (harness.pairing): each ES run stopped at the CPU-seconds
+    #: of a run of ``rl`` beside it; ``machines``: the CPU models the pairs ran on, and
+    #: ``split``: pairs whose two runs name different ones (none, by construction)
+    paired: bool = False
+    machines: list[str] = field(default_factory=list)
+    split: int = 0
 
     @property
     def cells_missing(self) -> int:
@@ -1036,6 +1049,11 @@ def equal_compute_point(facts: TaskFacts) -> EqualComputePoint | None:
     where they exist, else from its grid runs where every one of them spent at least that
     much (the mean of the last evaluations up to it), else missing. None without both
     families."""
+    equal = facts.task.equal_compute
+    if equal is not None and equal.paired and facts.best.get("es") is not None:
+        paired = _paired_point(facts, equal.against, list(equal.algos))
+        if paired is not None:
+            return paired
     rl = facts.best.get("rl")
     if rl is None or facts.best.get("es") is None:
         return None
@@ -1081,6 +1099,48 @@ def equal_compute_point(facts: TaskFacts) -> EqualComputePoint | None:
             point.missing[algo] = 0
         else:
             point.missing[algo] = facts.planned_runs
+    return point
+
+
+def _paired_point(facts: TaskFacts, rl: str, es_algos: list[str]) -> EqualComputePoint | None:
+    """The equal-compute point from the task's pairs: each ES's followers' scores against
+    its leads' (one score per seed: a seed's leads are one training, run once per ES), at
+    the leads' median CPU-seconds. None before any lead completed."""
+    equal = facts.equal_runs
+    if not len(equal):
+        return None
+    paired = equal[equal["paired_with"].notna()]
+    leads = paired[paired["algo"] == rl]
+    if not len(leads):
+        return None
+    frames = facts.evals_of([str(r) for r in leads.index])
+    by_seed: dict[int, list[float]] = {}
+    for run, seed in leads["seed"].items():
+        if str(run) in frames:
+            by_seed.setdefault(int(seed), []).append(mean_of_last(frames[str(run)], "timesteps"))
+    point = EqualComputePoint(
+        rl=rl,
+        cpu_seconds=float(leads["cpu_seconds"].median()),
+        es=es_algos,
+        scores={},
+        source={},
+        missing={},
+        rl_scores=np.array([float(np.mean(v)) for _, v in sorted(by_seed.items())]),
+        paired=True,
+    )
+    machines = {str(run): str(m) for run, m in paired["machine"].items()}
+    split = 0
+    for algo in es_algos:
+        followers = paired[paired["algo"] == algo]
+        frames = facts.evals_of([str(r) for r in followers.index])
+        point.scores[algo] = np.array([mean_of_last(f, "timesteps") for f in frames.values()])
+        point.source[algo] = "pairs"
+        point.missing[algo] = max(facts.planned_runs - len(followers), 0)
+        for run, seed in followers["seed"].items():
+            partners = leads[(leads["seed"] == seed) & (leads["paired_with"] == algo)]
+            split += sum(machines.get(str(p)) != machines.get(str(run)) for p in partners.index)
+    point.machines = sorted(set(machines.values()))
+    point.split = split
     return point
 
 

@@ -121,8 +121,9 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
 
 def _cell_key(config: dict[str, Any]) -> tuple[str, int, bool]:
     """What a stale run stands in for: its algorithm, seed and whether it is an
-    equal-compute (``cpu_limit``) cell."""
-    return (str(config.get("algo")), int(config.get("seed") or 0), bool(config.get("cpu_limit")))
+    equal-compute cell (``cpu_limit``, or one side of a pair)."""
+    equal = bool(config.get("cpu_limit") or config.get("paired_with"))
+    return (str(config.get("algo")), int(config.get("seed") or 0), equal)
 
 
 def _not_archived(folder: str, names: list[str]) -> list[str]:

@@ -38,7 +38,7 @@ TASK_KEYS = (
     "cost_cpu_s",
     "equal_compute",
 )
-EQUAL_COMPUTE_KEYS = ("against", "algos", "cpu_limit", "set")
+EQUAL_COMPUTE_KEYS = ("against", "algos", "cpu_limit", "paired", "set")
 #: Reported results use seeds from here on; tuning uses seeds below it.
 FIRST_HELD_OUT_SEED = 100
 
@@ -75,8 +75,12 @@ class EqualCompute:
 
     against: str
     algos: list[str]
-    cpu_limit: float
+    #: the fixed limit, or None for pairs (``paired``)
+    cpu_limit: float | None
     common: list[str] = field(default_factory=list)
+    #: each ES cell runs beside a run of the RL cell of its seed, on one machine at one
+    #: time, and stops at the CPU-seconds that run used (harness.pairing)
+    paired: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,9 +118,12 @@ class Benchmark:
     def cost_of(self, cell: Cell) -> float:
         """Estimated CPU-seconds of a cell (0 where the file gives none); an equal-compute
         cell's is its CPU limit."""
-        if self.is_equal_compute(cell):
+        task = self.task_of(cell)
+        if self.is_equal_compute(cell) and cell.config.get("cpu_limit"):
             return float(cell.config["cpu_limit"])
-        return float(self.task_of(cell).cost_cpu_s.get(str(cell.config["algo"]), 0.0))
+        if self.is_equal_compute(cell) and task.equal_compute is not None:
+            return float(task.cost_cpu_s.get(task.equal_compute.against, 0.0))  # a pair's side
+        return float(task.cost_cpu_s.get(str(cell.config["algo"]), 0.0))
 
     def is_equal_compute(self, cell: Cell) -> bool:
         """Whether ``cell`` is one of its task's equal-compute cells (not one of its grid)."""
@@ -154,6 +161,11 @@ class Benchmark:
             and (not algos or str(cell.config["algo"]) in algos)
             and (not seeds or cell.config["seed"] in seeds)
         ]
+        chosen_indices = {cell.index for cell in cells}
+        partners = {
+            other for pair in self.sweep.pairs if chosen_indices & set(pair) for other in pair
+        }  # a pair runs whole: an --algo that picks one side picks both
+        cells = [cell for cell in self.sweep.cells if cell.index in chosen_indices | partners]
         if not cells:
             chosen = [f"--task {e}" for e in envs] + [f"--algo {a}" for a in algos]
             chosen += [f"--seed {s}" for s in seeds]
@@ -245,11 +257,22 @@ def _parse_equal_compute(
             f"{where}.algos must be ES algorithms of the task, got "
             f"{strays[0] if strays else chosen}",
         )
+    paired = data.get("paired", False)
+    if not isinstance(paired, bool):
+        raise _fail(path, f"{where}.paired must be true or false, got {paired!r}")
     limit = data.get("cpu_limit")
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+    if paired and limit is not None:
+        raise _fail(path, f"{where}: paired cells take their partner's CPU-seconds, not cpu_limit")
+    if not paired and (
+        isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0
+    ):
         raise _fail(path, f"{where}.cpu_limit must be positive CPU-seconds, got {limit!r}")
     return EqualCompute(
-        str(against), chosen, float(limit), _strings(data.get("set"), f"{where}.set", path)
+        str(against),
+        chosen,
+        None if paired else float(limit),  # type: ignore[arg-type]
+        _strings(data.get("set"), f"{where}.set", path),
+        paired,
     )
 
 
@@ -290,15 +313,22 @@ def load_benchmark(path: str | Path) -> Benchmark:
         raise _fail(path, "tasks must be a non-empty list")
     tasks = [_parse_task(item, i, path) for i, item in enumerate(raw_tasks)]
 
-    # (task, cost, seed, algo's place, equal-compute, config)
-    planned: list[tuple[int, float, int, int, bool, dict[str, Any]]] = []
+    # (task, cost, seed, algo's place, kind, pair's ES, config); kind: 0 the grid, 1 a fixed
+    # CPU limit, 2 a pair's lead (the RL), 3 a pair's follower (the ES)
+    planned: list[tuple[int, float, int, int, int, str, dict[str, Any]]] = []
     for t_index, task in enumerate(tasks):
         equal = task.equal_compute
-        kinds = [(False, a, task.budget, task.common) for a in task.algos]
-        if equal is not None:
+        kinds = [(0, a, "", task.budget, task.common) for a in task.algos]
+        extra = [*task.common, *equal.common] if equal is not None else []
+        if equal is not None and equal.paired:
+            for es in equal.algos:
+                kinds.append((2, equal.against, es, task.budget, task.common))
+                kinds.append((3, es, es, {"paired_with": equal.against}, extra))
+        elif equal is not None:
             limit = {"cpu_limit": equal.cpu_limit}
-            kinds += [(True, a, limit, [*task.common, *equal.common]) for a in equal.algos]
-        for is_equal, algo, budget, common in kinds:
+            kinds += [(1, a, "", limit, extra) for a in equal.algos]
+        for kind, algo, es, budget, common in kinds:
+            lead_of = ["paired_with=" + es] if kind == 2 else []
             for seed in seeds:
                 try:
                     config = build_cell_config(
@@ -310,26 +340,39 @@ def load_benchmark(path: str | Path) -> Benchmark:
                         workers=workers,
                         backend=None,
                         budget=budget,
-                        common=common,
+                        common=[*common, *lead_of],
                         per_algo=task.overrides.get(algo, []),
                     )
                 except ConfigError as error:
-                    what = " (equal compute)" if is_equal else ""
+                    what = " (equal compute)" if kind else ""
                     raise _fail(path, f"task {task.env} algo {algo}{what}: {error}") from None
-                cost = float(config["cpu_limit"]) if is_equal else task.cost_cpu_s.get(algo, 0.0)
-                planned.append((t_index, cost, seed, task.algos.index(algo), is_equal, config))
-    # Task by task; within a task cheapest first, then seed by seed.
-    planned.sort(key=lambda item: item[:5])
-    cells = [
-        Cell(i, item[5], {"cpu_limit": _seconds(item[5]["cpu_limit"])} if item[4] else {})
-        for i, item in enumerate(planned)
-    ]
+                if kind == 1:
+                    cost = float(config["cpu_limit"])
+                else:  # a pair costs its lead's compute on each side
+                    against = equal.against if kind and equal is not None else algo
+                    cost = task.cost_cpu_s.get(against, 0.0)
+                place = task.algos.index(es or algo)
+                planned.append((t_index, cost, seed, place, kind, es, config))
+    # Task by task; within a task cheapest first, then seed by seed (a pair's two together).
+    planned.sort(key=lambda item: (*item[:4], min(item[4], 2)))
+    cells = [Cell(i, item[6], _varied(item[4], item[6])) for i, item in enumerate(planned)]
     sweep = Sweep(name, path, cells, str(data.get("description") or "").strip(), 1)
+    leads = {(item[0], item[2], item[5]): i for i, item in enumerate(planned) if item[4] == 2}
+    sweep.pairs = [
+        (leads[(item[0], item[2], item[5])], i) for i, item in enumerate(planned) if item[4] == 3
+    ]
     description = str(data.get("description") or "").strip()
     bench = Benchmark(name, path, list(seeds), workers, tasks, sweep, description)
     bench._task_index = {i: item[0] for i, item in enumerate(planned)}
     bench._equal_compute = {i for i, item in enumerate(planned) if item[4]}
     return bench
+
+
+def _varied(kind: int, config: dict[str, Any]) -> dict[str, Any]:
+    """What a cell's label adds to its algorithm, env and seed: its CPU limit or its partner."""
+    if kind == 1:
+        return {"cpu_limit": _seconds(config["cpu_limit"])}
+    return {"paired_with": config["paired_with"]} if kind else {}
 
 
 def _seconds(value: Any) -> int | float:

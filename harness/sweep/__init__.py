@@ -27,6 +27,10 @@ combination is one *cell*, one Sacred run::
     overrides:                      # per-algorithm --set overrides (hyperparameters)
       optimes: [population=20]
       ppo: [n_steps=256]
+    pair_with: ppo                  # optional: equal-compute pairs (harness.pairing): each
+                                    # other cell runs beside a run of ppo at its grid point
+                                    # (ppo to the budget), each on a core of its own, and
+                                    # stops at the CPU-seconds that run used
     tuned:                          # optional: run each algorithm A at the best trial of
       study: lander                 # the study lander-A (`harness tune --study lander`)
       storage: sqlite:///runs/_tune/tune.db   # its storage (any SQLAlchemy URL)

@@ -132,6 +132,8 @@ def run_command(args: argparse.Namespace) -> tuple[int, SweepResult | None]:
     runs_dir = Path(args.runs_dir)
     check_runs_dir(runs_dir)
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None and sweep.pairs:
+        raise UsageError(f"{args.file}: pair_with runs each pair on this machine, not on Ray")
     for cell in sweep.cells if address is None else []:  # a cluster's CPUs are not ours
         try:
             check_run_resources(cell.config, allow_oversubscribe=args.oversubscribe)

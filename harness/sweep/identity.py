@@ -20,6 +20,9 @@ from harness import schema
 #: executed, and the provenance of tuned settings and of a user's defaults file (the
 #: settings themselves count).
 IGNORED_IN_IDENTITY = ("ray_address", "tuned", "defaults", "defaults_sha256")
+#: Knobs a stored run that lacks them ran at their default (None), so a cell that sets one
+#: is not that run.
+ABSENT_IS_DEFAULT = ("paired_with",)
 
 
 def cell_identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +73,10 @@ def same_cell(cell: Any, stored: Any) -> bool:
     """
     if isinstance(cell, dict) and isinstance(stored, dict):
         shared = all(same_cell(cell[k], stored[k]) for k in cell.keys() & stored.keys())
-        return shared and _new_params_at_their_defaults(cell, stored)
+        # a pair's run is never a stored run made before pairs existed (the same knobs but
+        # for paired_with: a grid cell's run)
+        paired = all(k in stored or cell[k] is None for k in ABSENT_IS_DEFAULT if k in cell)
+        return shared and paired and _new_params_at_their_defaults(cell, stored)
     return bool(cell == stored)
 
 

@@ -109,13 +109,27 @@ def _tail(text: str, lines: int = 3) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a cell's process runs: extra environment (a pair's file) and a core to pin it to."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    core: int | None = None
+
+
 def _run_logged(
-    command: list[str], log_path: Path, header: str, children: _Children | None
+    command: list[str],
+    log_path: Path,
+    header: str,
+    children: _Children | None,
+    placement: Placement | None = None,
 ) -> tuple[int, str]:
     """Run ``command`` with output appended to ``log_path``; its exit code and new output."""
     env = {**os.environ, "HARNESS_PROGRESS": "0", "PYTHONUNBUFFERED": "1"}
     if children is not None:
         env[SWEEP_JOBS_ENV] = str(children.jobs)  # recorded in the run (harness.cputime)
+    if placement is not None:
+        env.update(placement.env)
     with open(log_path, "ab") as log:
         start = log.tell()  # earlier attempts of this cell are above
         log.write(f"$ {' '.join(command)}\n# {header}\n".encode())
@@ -133,6 +147,10 @@ def _run_logged(
         except OSError as error:
             log.write(f"cannot start: {error}\n".encode())
             return -1, f"cannot start: {error}"
+        if placement is not None and placement.core is not None:
+            # before the run starts any worker (they inherit it): it is still importing
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(proc.pid, {placement.core})
         if children is not None:
             with children.lock:
                 children.procs.add(proc)
@@ -158,6 +176,7 @@ def run_cell(
     log_dir: Path,
     children: _Children | None = None,
     python: str = sys.executable,
+    placement: Placement | None = None,
 ) -> CellOutcome:
     """Run one cell as a new run, in a subprocess, its output appended to a log file."""
     log_path = _log_path(log_dir, cell)
@@ -168,7 +187,7 @@ def run_cell(
     command = [python, "-P", "-m", "harness.sweep", "--cell", str(config_path)]
     command += ["--runs-dir", str(runs_dir)]
     try:
-        returncode, output = _run_logged(command, log_path, cell.label, children)
+        returncode, output = _run_logged(command, log_path, cell.label, children, placement)
     finally:
         config_path.unlink(missing_ok=True)
     run_id, status = None, "CRASHED"
@@ -190,6 +209,7 @@ def resume_cell(
     children: _Children | None = None,
     python: str = sys.executable,
     trust_legacy: bool = False,
+    placement: Placement | None = None,
 ) -> CellOutcome:
     """Continue an interrupted run of this cell with ``harness resume``.
 
@@ -202,7 +222,7 @@ def resume_cell(
     command += import_flags(cell.config)  # the sweep file's modules: the user's word
     if trust_legacy:
         command.append("--trust-legacy-checkpoint")
-    returncode, output = _run_logged(command, log_path, f"resume {cell.label}", children)
+    returncode, output = _run_logged(command, log_path, f"resume {cell.label}", children, placement)
     if returncode == 2:
         refusal = [line for line in output.splitlines() if line.startswith("harness: error:")]
         reason = refusal[-1].removeprefix("harness: error:").strip() if refusal else _tail(output)
@@ -217,6 +237,66 @@ def resume_cell(
 def warn_damaged(path: Path, reason: str) -> None:
     """One line for a damaged run directory a sweep passes over (its cell runs again)."""
     print(f"harness: warning: skipping damaged run directory {path}: {reason}", file=sys.stderr)
+
+
+class _Cores:
+    """This process's cores, handed out two at a time to the pairs running at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+    @contextlib.contextmanager
+    def two(self) -> Iterator[tuple[int | None, int | None]]:
+        """Two cores of their own for a pair's runs, or (None, None) when none are free."""
+        with self.lock:
+            taken = self.free[:2] if len(self.free) >= 2 else []
+            del self.free[: len(taken)]
+        try:
+            yield (taken[0], taken[1]) if taken else (None, None)
+        finally:
+            with self.lock:
+                self.free = sorted([*self.free, *taken])
+
+
+def pair_file_of(runs_dir: Path, sweep_name: str, lead: Cell, follower: Cell) -> Path:
+    """The pair's file (harness.pairing), beside the sweep's logs."""
+    folder = runs_dir / BOOKKEEPING_DIR / sweep_name / "pairs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{lead.key}-{follower.key}.json"
+
+
+def run_pair(
+    lead: Cell,
+    follower: Cell,
+    runs_dir: Path,
+    sweep_name: str,
+    cores: _Cores,
+    attempt: Callable[[Cell, Placement], CellOutcome],
+) -> list[CellOutcome]:
+    """Run an equal-compute pair side by side, each on a core of its own where two are free:
+    the lead to its budget, the follower to the lead's CPU-seconds (:mod:`harness.pairing`).
+
+    Each side is run, resumed or skipped as a lone cell would be (their locks held). A lead
+    completed earlier gives its recorded CPU-seconds at once; a lead that ends otherwise
+    tells the follower to stop (interrupted, so the pair resumes together).
+    """
+    from harness.pairing import PAIR_FILE_ENV, LeadState, write_state
+
+    path = pair_file_of(runs_dir, sweep_name, lead, follower)
+    path.unlink(missing_ok=True)  # a stale state of an earlier attempt must not pace this one
+    done = find_completed(lead, completed_runs(runs_dir))
+    if done is not None:
+        summary = rundir.read_json(runs_dir / done / rundir.SUMMARY)
+        write_state(path, LeadState(float(summary["cpu_seconds"]), done=True, run_id=done))
+    with cores.two() as (lead_core, follower_core), ThreadPoolExecutor(2) as pool:
+        env = {PAIR_FILE_ENV: str(path)}
+        ahead = pool.submit(attempt, lead, Placement(env, lead_core))
+        behind = pool.submit(attempt, follower, Placement(env, follower_core))
+        lead_outcome = ahead.result()
+        if lead_outcome.status != "COMPLETED":
+            write_state(path, LeadState(0.0, stopped=lead_outcome.status))
+        return [lead_outcome, behind.result()]
 
 
 def run_sweep(
@@ -273,36 +353,61 @@ def run_sweep(
         shown = estimator.describe(waiting, running, max(1, jobs))
         bar.set_postfix_str(f"{shown}; {last}" if last else shown)
 
-    def attempt(cell: Cell) -> CellOutcome:
+    def attempt_locked(cell: Cell, placement: Placement | None = None) -> CellOutcome:
+        """Run, resume or skip one cell whose lock is held."""
+        if children.stopping:
+            return CellOutcome(cell, "ran", "INTERRUPTED", detail="sweep interrupted")
+        # Another sweep may have completed this cell while we waited for the lock.
+        again = find_completed(cell, completed_runs(runs_dir))
+        if again is not None:
+            return CellOutcome(cell, "skipped", "COMPLETED", again)
+        interrupted = resumable_run(runs_dir, cell) if resume else None
+        if interrupted is not None:
+            outcome = resume_cell(
+                cell, interrupted, log_dir, children, python, trust_legacy, placement
+            )
+            if outcome.status != REFUSED:
+                return outcome
+            say(
+                f"harness: warning: cell {cell.index} {cell.label}: run {outcome.run_id} "
+                f"not resumed ({outcome.detail}); running the cell afresh"
+            )
+        return run_cell(cell, runs_dir, log_dir, children, python, placement)
+
+    def attempt(cell: Cell) -> list[CellOutcome]:
         started[cell.index] = time.monotonic()
         with cell_lock(runs_dir, cell.key):
-            if children.stopping:
-                return CellOutcome(cell, "ran", "INTERRUPTED", detail="sweep interrupted")
-            # Another sweep may have completed this cell while we waited for the lock.
-            again = find_completed(cell, completed_runs(runs_dir))
-            if again is not None:
-                return CellOutcome(cell, "skipped", "COMPLETED", again)
-            interrupted = resumable_run(runs_dir, cell) if resume else None
-            if interrupted is not None:
-                outcome = resume_cell(cell, interrupted, log_dir, children, python, trust_legacy)
-                if outcome.status != REFUSED:
-                    return outcome
-                say(
-                    f"harness: warning: cell {cell.index} {cell.label}: run {outcome.run_id} "
-                    f"not resumed ({outcome.detail}); running the cell afresh"
-                )
-            return run_cell(cell, runs_dir, log_dir, children, python)
+            return [attempt_locked(cell)]
+
+    def attempt_pair(lead: Cell, follower: Cell) -> list[CellOutcome]:
+        started[lead.index] = started[follower.index] = time.monotonic()
+        with cell_lock(runs_dir, lead.key), cell_lock(runs_dir, follower.key):
+            return run_pair(lead, follower, runs_dir, sweep.name, cores, attempt_locked)
+
+    by_index = {cell.index: cell for cell in todo}
+    paired = [
+        (by_index[lead], by_index[follower])
+        for lead, follower in sweep.pairs
+        if lead in by_index and follower in by_index
+    ]
+    in_pairs = {cell.index for pair in paired for cell in pair}
+    cores = _Cores()
 
     interrupt_on_stop_signals()  # kill stops the cells first, as Ctrl-C does
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="sweep-cell")
-    pending: set[Future[CellOutcome]] = set()
+    pending: set[Future[list[CellOutcome]]] = set()
     try:
-        pending = {pool.submit(attempt, cell) for cell in todo}
+        # in the sweep's order: a pair where its first cell stands
+        first_of_pair = {min(a.index, b.index): (a, b) for a, b in paired}
+        for cell in todo:
+            if cell.index in first_of_pair:
+                pending.add(pool.submit(attempt_pair, *first_of_pair[cell.index]))
+            elif cell.index not in in_pairs:
+                pending.add(pool.submit(attempt, cell))
         show_eta()
         while pending:
             finished, pending = wait(pending, timeout=2.0, return_when=FIRST_COMPLETED)
-            for future in finished:
-                outcome = future.result()
+            for outcome in (o for future in finished for o in future.result()):
                 outcomes[outcome.cell.index] = outcome
                 began = started.pop(outcome.cell.index, None)
                 if began is not None and outcome.status == "COMPLETED":

@@ -34,6 +34,7 @@ SWEEP_KEYS = (
     "set",
     "overrides",
     "tuned",
+    "pair_with",
 )
 
 
@@ -88,6 +89,8 @@ class Sweep:
     cells: list[Cell]
     description: str = ""
     jobs: int = 1
+    #: equal-compute pairs (harness.pairing): (lead, follower) cell indices, run side by side
+    pairs: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _as_list(value: Any, key: str, path: Path, lists: bool = False) -> list[Any]:
@@ -433,6 +436,11 @@ def load_sweep(
             except (AlgorithmRegistryError, ConfigError) as error:
                 raise SweepError(f"{path}: {error}") from None
 
+    pair_with = data.get("pair_with")
+    if pair_with is not None and pair_with not in axes["algo"]:
+        raise SweepError(f"{path}: pair_with must be an algorithm of grid.algo, got {pair_with!r}")
+    pairs: list[tuple[int, int]] = []
+    leads: dict[str, int] = {}
     cells: list[Cell] = []
     # Seeds outermost: a partly finished sweep already holds whole comparisons.
     for seed, env, episodes, workers, *values, algo in itertools.product(
@@ -458,8 +466,11 @@ def load_sweep(
             varied = {
                 key: value for key, value in zip(further, values, strict=True) if applies[key]
             }
+            if pair_with is not None and algo == pair_with:
+                continue  # the lead runs beside each follower instead (pairs below)
             best = tuned.get(str(algo))
             tuned_episodes, tuned_sets = best.assignments() if best else (None, [])
+            followed = {"target_return": budget.get("target_return"), "paired_with": pair_with}
             config = build_cell_config(
                 name=name,
                 algo=str(algo),
@@ -468,7 +479,7 @@ def load_sweep(
                 episodes=tuned_episodes if tuned_episodes is not None else episodes,
                 workers=workers,
                 backend=None if backend is None else str(backend),
-                budget=budget,
+                budget=budget if pair_with is None else followed,
                 common=common,
                 per_algo=[*per_algo.get(str(algo), []), *tuned_sets],
                 imports=imports,
@@ -478,8 +489,19 @@ def load_sweep(
             )
             if best is not None:
                 _check_tuned_env(best, str(env), path)
+            if pair_with is not None:
+                lead = _lead_config(
+                    name, str(pair_with), str(algo), str(env), seed, episodes, workers, backend,
+                    budget, common, per_algo, imports, varied, tuned, defaults,
+                )  # fmt: skip
         except (AlgorithmRegistryError, ConfigError) as error:
             raise SweepError(f"{path}: cell algo={algo} env={env}: {error}") from None
+        if pair_with is not None:
+            lead_key = cell_key(lead)
+            if lead_key not in leads:  # followers the lead cannot tell apart share its run
+                leads[lead_key] = len(cells)
+                cells.append(Cell(len(cells), lead, {"paired_with": str(algo)}))
+            pairs.append((leads[lead_key], len(cells)))
         cells.append(Cell(len(cells), config, varied))
     keys = [cell.key for cell in cells]
     if len(set(keys)) != len(keys):
@@ -487,4 +509,43 @@ def load_sweep(
     for best in tuned.values():
         if best.skipped:
             print(best.skipped, file=sys.stderr)
-    return Sweep(name, path, cells, str(description).strip(), jobs)
+    return Sweep(name, path, cells, str(description).strip(), jobs, pairs)
+
+
+def _lead_config(
+    name: str,
+    lead: str,
+    follower: str,
+    env: str,
+    seed: int,
+    episodes: int,
+    workers: Any,
+    backend: Any,
+    budget: dict[str, Any],
+    common: list[str],
+    per_algo: dict[str, list[str]],
+    imports: list[str],
+    varied: dict[str, Any],
+    tuned: dict[str, Any],
+    defaults: str | None,
+) -> dict[str, Any]:
+    """The config of a pair's lead: ``lead`` at this grid point (the grid's further keys it
+    uses), to the file's budget, ``paired_with`` its follower's algorithm."""
+    best = tuned.get(lead)
+    tuned_episodes, tuned_sets = best.assignments() if best else (None, [])
+    return build_cell_config(
+        name=name,
+        algo=lead,
+        env=env,
+        seed=seed,
+        episodes=tuned_episodes if tuned_episodes is not None else episodes,
+        workers=workers,
+        backend=None if backend is None else str(backend),
+        budget=budget,
+        common=[*common, f"paired_with={follower}"],
+        per_algo=[*per_algo.get(lead, []), *tuned_sets],
+        imports=imports,
+        varied={k: v for k, v in varied.items() if grid_key_applies(lead, k)},
+        tuned=best.provenance() if best else None,
+        defaults=defaults,
+    )
