@@ -21,6 +21,12 @@ STREAM_CONFIRM = 4
 #: Novelty search's own draws (algorithms.novelty_es): index 0 the initial centres'
 #: measurement, g + 1 generation g's choice of centre and its measurement's env seeds.
 STREAM_NOVELTY = 5
+#: Env seeds of the endpoint evaluation (harness.runner), under the fixed ENDPOINT_SEED.
+STREAM_ENDPOINT = 6
+#: Not a run's seed: the endpoint's episodes are the same for every run and algorithm.
+ENDPOINT_SEED = 0
+#: Metrics of the endpoint evaluation, logged at a run's final step (harness.runner).
+ENDPOINT_METRICS = ("endpoint_return_mean", "endpoint_return_std", "endpoint_episodes")
 
 #: Parts of the wall-clock an ES algorithm measures itself, as cumulative seconds in its
 #: ``time_counters``; the runner books the rest of a step as rollouts (see harness.runner).
@@ -54,6 +60,13 @@ def optimizer_seed(seed: int, index: int = 0) -> int:
 def eval_seeds(seed: int, eval_index: int, episodes: int) -> list[int]:
     """Env seeds of the ``eval_index``-th evaluation; identical for every algorithm."""
     rng = stream_rng(seed, STREAM_EVAL, eval_index)
+    return [int(s) for s in rng.integers(0, SEED_BOUND, size=episodes)]
+
+
+def endpoint_seeds(episodes: int) -> list[int]:
+    """Env seeds of the endpoint evaluation of a final policy: the same ``episodes`` for every
+    run, seed and algorithm, so that final scores compare on one set of episodes."""
+    rng = stream_rng(ENDPOINT_SEED, STREAM_ENDPOINT)
     return [int(s) for s in rng.integers(0, SEED_BOUND, size=episodes)]
 
 

@@ -39,6 +39,7 @@ from sacred.observers import FileStorageObserver
 from sacred.serializer import flatten
 from sacred.utils import SacredError, apply_backspaces_and_linefeeds
 
+from algorithms.es_common import ENDPOINT_METRICS
 from harness import rundir, schema
 from harness.checkpoint import write_config_signature
 from harness.commands import ERROR_PREFIX, EXIT_USAGE, terminal_text
@@ -496,6 +497,7 @@ EVAL_METRIC_NAMES = (
     "confirm_timesteps",
     "confirm_passed",
     "confirm_failed_episodes",
+    *ENDPOINT_METRICS,
     *SPEED_METRICS,
 )
 

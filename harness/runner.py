@@ -59,7 +59,7 @@ import numpy as np
 import psutil
 
 from algorithms.base import Algorithm, AlgorithmType, RunContext, StepRecord
-from algorithms.es_common import confirm_seeds, eval_seeds
+from algorithms.es_common import ENDPOINT_METRICS, confirm_seeds, endpoint_seeds, eval_seeds
 from algorithms.registry import get_algorithm
 from envs.policies import PolicySpec, policy_spec_for
 from envs.registry import make_env, resolve_env_id
@@ -805,6 +805,7 @@ class Trainer:
         }
         if self._pair_lead is not None:
             self._pair_lead.publish(p.cpu_seconds, done=True)
+        summary["endpoint"] = self._endpoint()
         if self.run is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 folder = Path(tmp)
@@ -826,6 +827,18 @@ class Trainer:
         from harness.policy_io import save_policy
 
         return save_policy(self.algorithm, folder)
+
+    def _endpoint(self) -> dict[str, float] | None:
+        """The final policy on ``endpoint_episodes`` episodes whose seeds are the same for
+        every run (:func:`~algorithms.es_common.endpoint_seeds`), after the CPU-seconds and
+        the wall-clock were read: its ``mean``, ``std`` and ``episodes``; None without."""
+        episodes = int(self.config.get("endpoint_episodes") or 0)
+        if episodes <= 0:
+            return None
+        mean, std, failed = self._returns(endpoint_seeds(episodes))
+        for name, value in zip(ENDPOINT_METRICS, (mean, std, float(episodes)), strict=True):
+            self._log(name, value)
+        return {"mean": mean, "std": std, "episodes": episodes, "failed": failed}
 
     def _pair_summary(self) -> dict[str, Any] | None:
         """The ``pair`` block of ``summary.json``: None outside an equal-compute pair."""

@@ -371,6 +371,18 @@ KNOBS: tuple[Knob, ...] = (
         per_env=True,
     ),
     Knob(
+        "endpoint_episodes",
+        int,
+        0,
+        "episodes of the final policy's endpoint evaluation after training, on episode "
+        "seeds fixed for every run and algorithm (0: none); outside the budget and the "
+        "run's CPU-seconds",
+        settable=True,
+        least=0,
+        most=100_000,
+        default_is_the_old_behaviour=True,
+    ),
+    Knob(
         "checkpoint_every",
         int,
         10,

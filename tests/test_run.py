@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -166,3 +167,31 @@ def test_a_cpu_limit_stops_the_run_at_the_first_step_past_it(runs_dir: Path) -> 
     cpu = record["metrics"]["cpu_seconds"]["values"]
     assert cpu[-1] >= limit > cpu[-2]
     assert record["metrics"]["timesteps"]["values"][-1] < 10_000_000
+
+
+def test_an_endpoint_evaluates_the_final_policy_on_episodes_fixed_for_every_run(
+    tmp_path: Path,
+) -> None:
+    """``endpoint_episodes``: after training, the final policy on episode seeds that do not
+    depend on the run's seed or algorithm, outside its CPU-seconds; recorded in summary.json
+    and as metrics at the final step."""
+    from algorithms.es_common import endpoint_seeds, eval_seeds
+
+    assert endpoint_seeds(4) == endpoint_seeds(4) != eval_seeds(0, 0, 4)
+    runs = tmp_path / "runs"
+    for algo in ("optimes", "ppo"):
+        harness_cli(
+            "run", "--algo", algo, "--env", "CartPole", "--timesteps", "2000", "--seed", "3",
+            "--set", "endpoint_episodes=4", "--set", "eval_every_timesteps=1000",
+            "--runs-dir", str(runs),
+        )  # fmt: skip
+    for run_dir in sorted(p for p in runs.iterdir() if p.name.isdigit()):
+        record = read_run(run_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        endpoint = summary["endpoint"]
+        assert endpoint["episodes"] == 4 and endpoint["failed"] == 0
+        metrics = record["metrics"]
+        last_step = metrics["timesteps"]["steps"][-1]
+        assert metrics["endpoint_return_mean"]["steps"] == [last_step]
+        assert metrics["endpoint_return_mean"]["values"] == [endpoint["mean"]]
+        assert metrics["cpu_seconds"]["values"][-1] <= summary["cpu_seconds"]

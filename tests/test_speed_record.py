@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -49,12 +50,22 @@ def _median(run_dir: Path) -> float:
     return speed.run_speed(metrics[speed.KERNEL_METRIC]["values"])[0]
 
 
-def _set_series(run_dir: Path, value: float, cpu: str | None = None) -> float:
-    """Make the run's speed series flat at ``value`` (as if measured there); return it."""
+def _set_series(
+    run_dir: Path, value: float, cpu: str | None = None, steps_per_cpu_s: float | None = None
+) -> float:
+    """Make the run's speed series flat at ``value`` (as if measured there) and, with
+    ``steps_per_cpu_s``, its CPU-seconds its timesteps at that rate; return ``value``."""
     path = run_dir / "metrics.json"
     metrics = json.loads(path.read_text())
     for name in speed.METRICS:
         metrics[name]["values"] = [value] * len(metrics[name]["values"])
+    if steps_per_cpu_s is not None:  # the runs are too short for their own CPU to tell
+        used = [t / steps_per_cpu_s for t in metrics["timesteps"]["values"]]
+        metrics["cpu_seconds"]["values"] = used
+        summary_path = run_dir / "summary.json"
+        summary = json.loads(summary_path.read_text())
+        summary["cpu_seconds"] = used[-1]
+        summary_path.write_text(json.dumps(summary))
     path.write_text(json.dumps(metrics))
     if cpu is not None:
         run_json = run_dir / "run.json"
@@ -65,8 +76,15 @@ def _set_series(run_dir: Path, value: float, cpu: str | None = None) -> float:
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+def made_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return _runs(tmp_path_factory.mktemp("speed") / "runs")
+
+
+@pytest.fixture
+def two_runs(made_runs: list[Path], tmp_path: Path) -> list[Path]:
+    """A copy of the two runs for each test (each edits their records)."""
+    shutil.copytree(made_runs[0].parent, tmp_path / "runs")
+    return [tmp_path / "runs" / run.name for run in made_runs]
 
 
 def test_every_evaluation_records_the_speed_series(two_runs: list[Path]) -> None:
@@ -82,8 +100,9 @@ def test_every_evaluation_records_the_speed_series(two_runs: list[Path]) -> None
 
 
 def test_report_converts_runs_of_different_speed(two_runs: list[Path], tmp_path: Path) -> None:
-    fast = _set_series(two_runs[0], _median(two_runs[0]))
-    slow = _set_series(two_runs[1], fast / 2, cpu="Slow CPU Model")  # half the speed
+    fast = _set_series(two_runs[0], _median(two_runs[0]), steps_per_cpu_s=4000)
+    # half the speed, and the work took twice the CPU-seconds a step there
+    slow = _set_series(two_runs[1], fast / 2, cpu="Slow CPU Model", steps_per_cpu_s=2000)
     out = tmp_path / "report"
     assert main(["report", str(two_runs[0].parent), "--out", str(out), "--map-runs", "0"]) == 0
     text = (out / "report.md").read_text()
@@ -116,3 +135,16 @@ def test_report_says_why_not_for_a_wide_or_missing_record(two_runs: list[Path]) 
     table = load_runs([two_runs[0].parent])
     frame, lines = audit.speed_table(table.steps, table.runs)
     assert "no record" in set(frame["speed (kernel/CPU-s)"])
+
+
+def test_report_does_not_convert_where_the_record_does_not_explain_the_rates(
+    two_runs: list[Path],
+) -> None:
+    """Records 2x apart while the runs' own steps per CPU-second agree: the record is
+    wrong about one of them, so nothing is converted and the line says why."""
+    fast = _set_series(two_runs[0], _median(two_runs[0]), steps_per_cpu_s=4000)
+    _set_series(two_runs[1], fast / 2, cpu="Slow CPU Model", steps_per_cpu_s=4000)
+    table = load_runs([two_runs[0].parent])
+    frame, lines = audit.speed_table(table.steps, table.runs)
+    assert any("not converted" in line and "does not explain" in line for line in lines), lines
+    assert set(frame["reference CPU-seconds"]) == {"—"}

@@ -324,6 +324,37 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
     ) + pending
 
 
+def _endpoint_words(all_facts: Sequence[TaskFacts], priced: dict[str, EqualComputePoint]) -> str:
+    """Which final scores are endpoint evaluations (``endpoint_episodes``: the final policy
+    on episodes every run shares) and which the mean of the last evaluations."""
+    whole = [f.task.env for f in all_facts if f.scores.endpoints]
+    pairs = [env for env, p in priced.items() if p.endpoints]
+    if not whole and not pairs:
+        return (
+            " A final score (each at its own budget, and at equal compute) is the mean of "
+            f"the run's last {LAST_EVALUATIONS} evaluations: no task has an endpoint "
+            "evaluation (the final policy on episodes the same for every run, "
+            "`endpoint_episodes`) from every one of its runs yet."
+        )
+    named = ", ".join(whole) or "none"
+    counts = sorted(
+        {
+            int(v)
+            for f in all_facts
+            if f.scores.table is not None and "endpoint_episodes" in f.scores.table.steps
+            for v in f.scores.table.steps["endpoint_episodes"].dropna()
+        }
+    )
+    episodes = "/".join(map(str, counts))
+    return (
+        f" Final scores are endpoint evaluations (the final policy on {episodes} episodes whose "
+        f"seeds are the same for every run and algorithm) on {named} at their own budgets"
+        + (f" and on {', '.join(pairs)} at equal compute" if pairs else "")
+        + f"; elsewhere the mean of the run's last {LAST_EVALUATIONS} evaluations (a task's "
+        "runs made before endpoints were recorded have none, and the two are not mixed)."
+    )
+
+
 def opening(
     all_facts: Sequence[TaskFacts],
     own_budgets: dict[str, dict[str, float]],
@@ -382,6 +413,7 @@ def opening(
         "way from the random policy to its published anchor (rl-baselines3-zoo "
         "benchmark.md), or any cell with fewer runs than seeds, fails its sanity gate and "
         "is named instead of ranked."
+        + _endpoint_words(all_facts, priced)
         + " Times to a level are each run's first evaluation at or above it: unconfirmed "
         "first crossings ("
         + (

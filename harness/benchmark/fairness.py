@@ -62,6 +62,8 @@ class TaskScores:
     #: the archive's completed runs as read (equal-compute runs included, which ``runs``
     #: leaves out): what :mod:`harness.benchmark.fairness` reads the runs' records from
     table: Any = None
+    #: whether ``score_final`` is every run's endpoint evaluation (:func:`endpoint_scores`)
+    endpoints: bool = False
 
     def normalise(self, scores: np.ndarray) -> np.ndarray:
         span = self.task.reference_score - self.random_score
@@ -151,6 +153,23 @@ def robust_scores(scores: TaskScores) -> None:
         for run in runs["run"]
     ]
     runs["score_final"] = [mean_of_last(by_run.get(run, empty), "timesteps") for run in runs["run"]]
+    ends = endpoint_scores(scores.table.steps)
+    if len(runs) and all(str(run) in ends for run in runs["run"]):
+        runs["score_final"] = [ends[str(run)] for run in runs["run"]]
+        scores.endpoints = True
+
+
+def endpoint_scores(steps: pd.DataFrame) -> dict[str, float]:
+    """Each run's endpoint: its final policy's mean return on the episodes every run shares
+    (``endpoint_episodes``, :func:`algorithms.es_common.endpoint_seeds`), where it has one.
+    A task's final scores are these only where every run of the task has one: mixed with
+    means of last evaluations they would not be one measure."""
+    if "endpoint_return_mean" not in steps:
+        return {}
+    found = steps.dropna(subset=["endpoint_return_mean"])
+    return {
+        str(r): float(v) for r, v in zip(found["run"], found["endpoint_return_mean"], strict=True)
+    }
 
 
 def equal_compute_mask(runs: pd.DataFrame) -> pd.Series:
@@ -1033,6 +1052,8 @@ class EqualComputePoint:
     paired: bool = False
     machines: list[str] = field(default_factory=list)
     split: int = 0
+    #: the scores are the runs' endpoint evaluations (fairness.endpoint_scores)
+    endpoints: bool = False
 
     @property
     def cells_missing(self) -> int:
@@ -1113,11 +1134,18 @@ def _paired_point(facts: TaskFacts, rl: str, es_algos: list[str]) -> EqualComput
     leads = paired[paired["algo"] == rl]
     if not len(leads):
         return None
-    frames = facts.evals_of([str(r) for r in leads.index])
+    frames = facts.evals_of([str(r) for r in paired.index])
+    ends = endpoint_scores(facts.scores.table.steps)
+    use_ends = all(str(run) in ends for run in paired.index)
+
+    def final(run: str) -> float:
+        if use_ends:
+            return ends[run]
+        return mean_of_last(frames[run], "timesteps") if run in frames else math.nan
+
     by_seed: dict[int, list[float]] = {}
     for run, seed in leads["seed"].items():
-        if str(run) in frames:
-            by_seed.setdefault(int(seed), []).append(mean_of_last(frames[str(run)], "timesteps"))
+        by_seed.setdefault(int(seed), []).append(final(str(run)))
     point = EqualComputePoint(
         rl=rl,
         cpu_seconds=float(leads["cpu_seconds"].median()),
@@ -1130,10 +1158,10 @@ def _paired_point(facts: TaskFacts, rl: str, es_algos: list[str]) -> EqualComput
     )
     machines = {str(run): str(m) for run, m in paired["machine"].items()}
     split = 0
+    point.endpoints = use_ends
     for algo in es_algos:
         followers = paired[paired["algo"] == algo]
-        frames = facts.evals_of([str(r) for r in followers.index])
-        point.scores[algo] = np.array([mean_of_last(f, "timesteps") for f in frames.values()])
+        point.scores[algo] = np.array([final(str(r)) for r in followers.index])
         point.source[algo] = "pairs"
         point.missing[algo] = max(facts.planned_runs - len(followers), 0)
         for run, seed in followers["seed"].items():

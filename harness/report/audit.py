@@ -25,6 +25,7 @@ import datetime
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from algorithms.registry import family_of
@@ -264,6 +265,25 @@ def machine_warnings(runs: pd.DataFrame) -> list[str]:
     return out
 
 
+def _unexplained_rates(steps: pd.DataFrame, frame: pd.DataFrame) -> list[tuple[str, float]]:
+    """Algorithms whose runs' own training steps per CPU-second (their last row of ``steps``),
+    each divided by its run's speed, differ by more than :data:`harness.speed.RATE_TOLERANCE`
+    (max / min - 1): where the record explains a speed difference, these agree. Runs without
+    both numbers are left out."""
+    if not {"timesteps", "cpu_seconds"} <= set(steps.columns) or "algo" not in frame:
+        return []
+    last = steps.dropna(subset=["timesteps", "cpu_seconds"]).groupby("run").last()
+    found = []
+    for algo, group in frame.groupby("algo", sort=True):
+        used = last.reindex(group["run"])
+        rate = (used["timesteps"] / used["cpu_seconds"]).to_numpy(float)
+        rate = pd.Series(rate / group["speed"].to_numpy(float))
+        rate = rate[np.isfinite(rate) & (rate > 0)]
+        if len(rate) > 1 and float(rate.max() / rate.min()) - 1.0 > speed.RATE_TOLERANCE:
+            found.append((str(algo), float(rate.max() / rate.min()) - 1.0))
+    return found
+
+
 def speed_table(steps: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Each run's speed record (harness.speed) and, per env, how its CPU-seconds compare.
 
@@ -291,11 +311,18 @@ def speed_table(steps: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, 
         differ = len(speeds) > 1 and float(speeds.max() / speeds.min()) - 1.0 > speed.TOLERANCE
         missing = frame.loc[frame["speed"].isna(), "run"].astype(str).tolist()
         wide = frame.loc[frame["spread"] > speed.TOLERANCE, "run"].astype(str).tolist()
-        convert = differ and not missing and not wide
+        unexplained = _unexplained_rates(steps, frame) if differ and not missing else []
+        convert = differ and not missing and not wide and not unexplained
         if differ and not convert:
             why = ([f"run(s) {', '.join(missing)} have no speed record"] if missing else []) + (
                 [f"run(s) {', '.join(wide)} spread above it within the run"] if wide else []
             )
+            why += [
+                f"{algo}'s own steps per CPU-second, divided by each run's speed, still differ "
+                f"by {gap:+.0%} between its runs (tolerance {speed.RATE_TOLERANCE:.0%}): the "
+                "record does not explain their rates"
+                for algo, gap in unexplained
+            ]
             lines.append(
                 f"**{env}**: run speeds differ by {float(speeds.max() / speeds.min()) - 1:+.0%} "
                 f"(tolerance {speed.TOLERANCE:.0%}), but CPU-seconds are not converted to "
