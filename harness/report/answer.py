@@ -2,7 +2,8 @@
 
 Each family (``family`` as its algorithm declares it in the registry, never its name) is
 represented by its group with the best mean score on the report's leading axis: CPU-seconds
-where every run was budgeted in them (``cpu_limit``), else timesteps. The pair is compared
+where every run was budgeted in them (``cpu_limit``, or a pair's: ``pair_with``), else
+timesteps. The pair is compared
 at equal timesteps, at equal CPU-seconds and, where all its runs share a machine, at equal
 wall-clock: each at the largest point every run of the pair reached on that axis (on
 CPU-seconds, the cheapest run's whole budget, as the benchmark page's "equal CPU at the
@@ -63,9 +64,15 @@ def family(algo: object) -> str | None:
 
 
 def cpu_led(runs: pd.DataFrame) -> bool:
-    """Whether every run was budgeted in CPU-seconds (``cpu_limit``)."""
-    column = "budget_cpu_limit"
-    return bool(len(runs)) and column in runs and bool(runs[column].notna().all())
+    """Whether every run was budgeted in CPU-seconds (``cpu_limit``) or ran in an
+    equal-compute pair (``paired_with``: the follower stopped at its lead's CPU-seconds)."""
+    if not len(runs):
+        return False
+    budgeted = pd.Series(False, index=runs.index)
+    for column in ("budget_cpu_limit", "paired_with"):
+        if column in runs:
+            budgeted |= runs[column].notna()
+    return bool(budgeted.all())
 
 
 def axes_order(runs: pd.DataFrame) -> list[str]:

@@ -477,7 +477,7 @@ class ReportBuilder:
             section.tables.append(
                 (
                     f"Scores at the common CPU-seconds ({budgets}): every run was budgeted in "
-                    "CPU-seconds. " + d.caption(self.runs),
+                    "CPU-seconds (a CPU limit, or its pair's CPU-seconds). " + d.caption(self.runs),
                     tables.score_table(self.stats_cpu),
                 )
             )

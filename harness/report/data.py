@@ -63,7 +63,11 @@ def budget_text(runs: pd.DataFrame) -> str:
             for key, value in row.items()
             if str(key).startswith("budget_")
         }
-        text = budget_phrase(values.get) or "no budget recorded"
+        text = budget_phrase(values.get)
+        partner = row.get("paired_with")
+        if not text and _present(partner) and partner:
+            text = f"the CPU-seconds of its paired {partner} run"
+        text = text or "no budget recorded"
         if text not in texts:
             texts.append(text)
     return "; ".join(texts) if texts else "no runs"
