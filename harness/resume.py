@@ -315,6 +315,14 @@ def _check_resources(config: dict[str, Any], args: argparse.Namespace) -> None:
     check_run_resources(
         config, allow_oversubscribe=bool(getattr(args, "oversubscribe", False)) or not typed
     )
+    from harness.pairing import is_follower, pair_file
+
+    if is_follower(config) and pair_file() is None:
+        raise UsageError(
+            f"this run is one of an equal-compute pair (paired_with={config['paired_with']}): "
+            "it resumes with its partner, through the sweep or `harness benchmark run` that "
+            "ran them, or alone with a budget of its own (say --cpu-limit SEC)"
+        )
 
 
 def plan_resume(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:

@@ -76,6 +76,13 @@ def test_a_pair_runs_side_by_side_and_resumes_as_a_pair(
     first = run_sweep(sweep, runs, progress=False)
     assert [o.status for o in first.outcomes] == ["INTERRUPTED", "INTERRUPTED"]
     monkeypatch.delenv(INTERRUPT_ENV)
+    alone = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "resume", str(runs / str(first.outcomes[1].run_id))],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )  # a follower has no budget but its partner's
+    assert alone.returncode == 2 and "resumes with its partner" in alone.stderr
     second = run_sweep(sweep, runs, progress=False)
     assert [(o.action, o.status) for o in second.outcomes] == [("resumed", "COMPLETED")] * 2
     assert [o.run_id for o in second.outcomes] == [o.run_id for o in first.outcomes]
