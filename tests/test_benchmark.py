@@ -503,3 +503,24 @@ def test_an_archived_run_whose_settings_changed_stays_until_its_cell_runs_again(
     harness_cli("benchmark", "report", "--file", str(spec), "--runs-dir", str(second),
                 "--out", str(out), *draft)  # fmt: skip
     assert archived() == [("cma", 0.3), ("optimes", -1.0)]  # the rerun replaced it
+
+
+def test_a_checkpoint_too_large_to_commit_is_not_carried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An off-policy run's checkpoint holds its replay buffer (hundreds of MB): the report
+    folder does not carry it, and says so."""
+    from harness.benchmark import carry
+
+    spec = write(tmp_path, CARRIED)
+    runs, out = tmp_path / "runs", tmp_path / "report"
+    harness_cli(
+        "benchmark", "run", "--file", str(spec), "--runs-dir", str(runs), "--archive-dir",
+        str(out), env={"HARNESS_INTERRUPT_AT_STEP": "3"}, check=False,
+    )  # fmt: skip
+    bench = load_benchmark(spec)
+    (label,) = [cell.label for cell in bench.sweep.cells]
+    monkeypatch.setattr(carry, "CARRY_MAX_BYTES", 10)
+    carry.write_unfinished(bench, runs, out, {label})
+    assert not (out / "cartpole" / carry.UNFINISHED).exists()
+    assert "is not carried: its checkpoint" in capsys.readouterr().err

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ from harness.sweep.store import RESUMABLE
 ARCHIVE = "runs" + rundir.ARCHIVE_SUFFIX
 #: Runs of a task's missing cells that can continue, with their checkpoints.
 UNFINISHED = "unfinished" + rundir.ARCHIVE_SUFFIX
+#: A checkpoint larger than this is not carried in the report folder (an off-policy run's
+#: holds its replay buffer: SAC's is about 200 MB at 500k steps); its run goes on only on
+#: the machine that has it.
+CARRY_MAX_BYTES = 20 * 2**20
 
 
 def task_slug(env: str) -> str:
@@ -162,6 +167,13 @@ def cost_left(cell: Cell, whole: float, started: Unfinished | None) -> float:
     return max(0.0, whole - spent) if spent else whole
 
 
+def _checkpoint_bytes(run_dir: Path) -> int:
+    try:
+        return (run_dir / rundir.CHECKPOINT).stat().st_size
+    except OSError:
+        return 0
+
+
 def write_unfinished(bench: Benchmark, runs_dir: Path, out: Path, missing: set[str]) -> None:
     """Refresh each task's ``unfinished.tar.xz`` for the cells labelled in ``missing``.
 
@@ -179,6 +191,15 @@ def write_unfinished(bench: Benchmark, runs_dir: Path, out: Path, missing: set[s
             if bench.task_of(cell) is not task or cell.label not in missing:
                 continue
             candidates = [u for u in (here.get(cell.index), before.get(cell.index)) if u]
+            heavy = [u for u in candidates if _checkpoint_bytes(u.path) > CARRY_MAX_BYTES]
+            for item in heavy:
+                print(
+                    f"benchmark: {cell.label} at {item.timesteps:,.0f} timesteps is not carried: "
+                    f"its checkpoint ({_checkpoint_bytes(item.path) / 2**20:,.0f} MB) exceeds "
+                    f"{CARRY_MAX_BYTES / 2**20:.0f} MB; it goes on only where it ran",
+                    file=sys.stderr,
+                )
+            candidates = [u for u in candidates if u not in heavy]
             if candidates:
                 chosen.append(max(candidates, key=lambda u: u.timesteps).path)
         archive = task_folder(out, task.env) / UNFINISHED
