@@ -195,3 +195,8 @@ def test_an_endpoint_evaluates_the_final_policy_on_episodes_fixed_for_every_run(
         assert metrics["endpoint_return_mean"]["steps"] == [last_step]
         assert metrics["endpoint_return_mean"]["values"] == [endpoint["mean"]]
         assert metrics["cpu_seconds"]["values"][-1] <= summary["cpu_seconds"]
+    from harness.records import load_runs
+
+    table = load_runs([runs])  # the knob and the metric of one name both read
+    assert set(table.runs["endpoint_episodes_set"]) == {4}
+    assert set(table.steps["endpoint_episodes"].dropna()) == {4.0}

@@ -336,7 +336,7 @@ def _endpoint_words(all_facts: Sequence[TaskFacts], priced: dict[str, EqualCompu
             "evaluation (the final policy on episodes the same for every run, "
             "`endpoint_episodes`) from every one of its runs yet."
         )
-    named = ", ".join(whole) or "none"
+
     counts = sorted(
         {
             int(v)
@@ -346,12 +346,13 @@ def _endpoint_words(all_facts: Sequence[TaskFacts], priced: dict[str, EqualCompu
         }
     )
     episodes = "/".join(map(str, counts))
+    where = [f"on {', '.join(whole)} at their own budgets"] if whole else []
+    where += [f"on {', '.join(pairs)} at equal compute"] if pairs else []
     return (
         f" Final scores are endpoint evaluations (the final policy on {episodes} episodes whose "
-        f"seeds are the same for every run and algorithm) on {named} at their own budgets"
-        + (f" and on {', '.join(pairs)} at equal compute" if pairs else "")
-        + f"; elsewhere the mean of the run's last {LAST_EVALUATIONS} evaluations (a task's "
-        "runs made before endpoints were recorded have none, and the two are not mixed)."
+        f"seeds are the same for every run and algorithm) {' and '.join(where)}; elsewhere "
+        f"the mean of the run's last {LAST_EVALUATIONS} evaluations (a task's runs made "
+        "before endpoints were recorded have none, and the two are not mixed)."
     )
 
 
@@ -386,9 +387,13 @@ def opening(
             + (", ".join(progress) if progress else "—")
             + ". It ranks what each family does with little compute, not what it reaches.",
             "- **Equal compute at the RL family's full budget**: optimes and the best other "
-            "ES given the CPU-seconds the best RL spends on its whole budget (`harness run "
-            "--cpu-limit`, the `equal_compute` cells of experiments/benchmark.yaml), against "
-            "that RL at its full budget: what the same compute buys each family. "
+            "ES given the CPU-seconds the RL spends on its whole budget (the `equal_compute` "
+            "cells of experiments/benchmark.yaml), against that RL at its full budget: what "
+            "the same compute buys each family. Where the task runs them as pairs, each ES "
+            "run ran beside a run of that RL on the same machine at the same time, each on a "
+            "core of its own, and stopped at the CPU-seconds that run used (harness/pairing.py); "
+            "elsewhere the ES trained to a fixed CPU limit (`harness run --cpu-limit`), the "
+            "RL's median CPU-seconds per run in the archive. "
             + (
                 f"Not run yet: {cells} cells, ~{hours:.1f} CPU-hours."
                 if cells

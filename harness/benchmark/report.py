@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -676,8 +677,7 @@ def write_benchmark_report(
     from harness.report.render import Document, Section, to_html, to_markdown
 
     out.mkdir(parents=True, exist_ok=True)
-    for stale in [*out.glob("aggregate_*.png"), *out.glob("profiles_*.png")]:
-        stale.unlink()  # a figure this redraw does not draw must not linger
+    drawn_since = time.time()  # a figure older than this at the end was not redrawn
     missing = refresh_archives(bench, runs_dir, out)
     if runs_dir is not None:
         write_unfinished(bench, runs_dir, out, {label for v in missing.values() for label in v})
@@ -895,6 +895,9 @@ def write_benchmark_report(
         [*fair_sections, *aggregate_sections, thresholds, cores],
     )
     counts = Counter(item.cell.config["env"] for item in carried.values())
+    for stale in [*out.glob("aggregate_*.png"), *out.glob("profiles_*.png")]:
+        if stale.stat().st_mtime < drawn_since:
+            stale.unlink()  # a figure this redraw did not draw must not linger
     return {task.env: counts.get(task.env, 0) for task in bench.tasks}
 
 

@@ -370,11 +370,13 @@ def report_section(
 
 
 def _trained_to_budget(run_dir: Path) -> bool:
-    """Whether the run trained to a timesteps budget, not to a CPU limit (``cpu_limit``)."""
+    """Whether the run trained to a timesteps budget, not to a CPU limit (``cpu_limit``) nor
+    as one side of an equal-compute pair (``paired_with``: the grid's run is the cell)."""
     from harness import rundir
 
     try:
-        return not rundir.read_header(run_dir).config.get("cpu_limit")
+        config = rundir.read_header(run_dir).config
+        return not config.get("cpu_limit") and not config.get("paired_with")
     except rundir.UnreadableRun:
         return True  # read_costs names what it cannot read
 
