@@ -136,6 +136,7 @@ RENAMED_CONFIG = {
     "time_limit": "budget_time_limit",
     "cpu_limit": "budget_cpu_limit",
     "target_return": "budget_target_return",
+    "paired_with": "budget_paired_with",
     "endpoint_episodes": "endpoint_episodes_set",
 }
 #: Columns identifying a run, first in both frames.

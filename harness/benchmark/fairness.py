@@ -175,12 +175,13 @@ def endpoint_scores(steps: pd.DataFrame) -> dict[str, float]:
 def equal_compute_mask(runs: pd.DataFrame) -> pd.Series:
     """Which runs of a run table's ``runs`` frame are the benchmark's equal-compute cells
     (:class:`harness.benchmark.spec.EqualCompute`): trained to a CPU limit (the frame names
-    the config's ``cpu_limit`` ``budget_cpu_limit``), or one side of a pair (``paired_with``)."""
+    the config's ``cpu_limit`` ``budget_cpu_limit``), or one side of a pair (``paired_with``,
+    ``budget_paired_with``)."""
     limited = pd.Series(False, index=runs.index)
     if "budget_cpu_limit" in runs:
         limited |= pd.to_numeric(runs["budget_cpu_limit"], errors="coerce").notna()
-    if "paired_with" in runs:
-        limited |= runs["paired_with"].notna()
+    if "budget_paired_with" in runs:
+        limited |= runs["budget_paired_with"].notna()
     return limited
 
 

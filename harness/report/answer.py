@@ -69,7 +69,7 @@ def cpu_led(runs: pd.DataFrame) -> bool:
     if not len(runs):
         return False
     budgeted = pd.Series(False, index=runs.index)
-    for column in ("budget_cpu_limit", "paired_with"):
+    for column in ("budget_cpu_limit", "budget_paired_with"):
         if column in runs:
             budgeted |= runs[column].notna()
     return bool(budgeted.all())

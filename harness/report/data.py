@@ -50,6 +50,15 @@ def budget_phrase(get: Callable[[str], Any]) -> str:
         parts.append(f"{fmt_number(float(get('cpu_limit')))} CPU-s")
     if _present(get("target_return")):
         parts.append(f"return {float(get('target_return')):g}")
+    partner = get("paired_with")
+    if _present(partner) and partner:
+        # a pair (harness.pairing): the lead to its limits, beside its follower; the
+        # follower, without a limit of its own, to the lead's CPU-seconds
+        return (
+            f"{' or '.join(parts)} beside its paired {partner} run"
+            if parts
+            else f"the CPU-seconds of its paired {partner} run"
+        )
     return " or ".join(parts)
 
 
@@ -63,11 +72,7 @@ def budget_text(runs: pd.DataFrame) -> str:
             for key, value in row.items()
             if str(key).startswith("budget_")
         }
-        text = budget_phrase(values.get)
-        partner = row.get("paired_with")
-        if not text and _present(partner) and partner:
-            text = f"the CPU-seconds of its paired {partner} run"
-        text = text or "no budget recorded"
+        text = budget_phrase(values.get) or "no budget recorded"
         if text not in texts:
             texts.append(text)
     return "; ".join(texts) if texts else "no runs"
