@@ -286,7 +286,9 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
         if point.paired:
             note += (
                 f"; each ES run stopped at the CPU-seconds of a {point.rl} run beside it on "
-                "the same machine"
+                "the same machine, "
+                + ("every pair on " if len(point.machines) == 1 else "pairs on ")
+                + " and ".join(point.machines)
                 + (f", but {point.split} pairs name two CPU models" if point.split else "")
             )
         parts.append(
