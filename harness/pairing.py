@@ -39,6 +39,8 @@ WAIT_POLL_S = 0.1
 #: The follower's wait for a lead that has not written yet is given up after this long: a
 #: lead that cannot start leaves its follower interrupted, not hanging.
 FIRST_WRITE_TIMEOUT_S = 600.0
+#: The most of the pair file a follower reads (a state is under 200 bytes).
+MAX_STATE_BYTES = 4096
 
 
 class LeadStopped(RuntimeError):
@@ -78,7 +80,8 @@ def write_state(path: Path, state: LeadState) -> None:
 def read_state(path: Path) -> LeadState | None:
     """The lead's last state, or None before its first write."""
     try:
-        data = json.loads(path.read_text())
+        with open(path, "rb") as handle:  # bounded: the file sits in a runs directory
+            data = json.loads(handle.read(MAX_STATE_BYTES))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as error:
