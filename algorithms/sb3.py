@@ -349,7 +349,19 @@ def _sb3_subclass(base: type) -> type:
     return Chunked
 
 
-_SB3_CLASSES: dict[str, type] = {}
+_SB3_CLASSES: dict[tuple[str, str], type] = {}
+
+
+def chunked_class(module: str, name: str) -> Any:
+    """``module.name`` (an SB3-style algorithm class) stepped in chunks (:func:`_sb3_subclass`)."""
+    import importlib
+
+    if (module, name) not in _SB3_CLASSES:
+        base = getattr(importlib.import_module(module), name)
+        _SB3_CLASSES[module, name] = _sb3_subclass(base)
+    return _SB3_CLASSES[module, name]
+
+
 _SUBPROC_START = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
 
 
@@ -365,6 +377,9 @@ _TRAIN_KEYS = {
     "train/clip_fraction": "clip_fraction",
     "train/explained_variance": "explained_variance",
     "train/std": "action_std",
+    "train/actor_loss": "actor_loss",
+    "train/critic_loss": "critic_loss",
+    "train/ent_coef": "entropy_coef",
 }
 
 
@@ -495,12 +510,7 @@ class SB3Algorithm(Algorithm):
         return cfg
 
     def _sb3_class(self) -> Any:
-        import importlib
-
-        if self.sb3_class_name not in _SB3_CLASSES:
-            base = getattr(importlib.import_module(self.sb3_module), self.sb3_class_name)
-            _SB3_CLASSES[self.sb3_class_name] = _sb3_subclass(base)
-        return _SB3_CLASSES[self.sb3_class_name]
+        return chunked_class(self.sb3_module, self.sb3_class_name)
 
     def _build_model(self) -> Any:
         model = self._sb3_class()(

@@ -23,7 +23,12 @@ torch thread, ``model.zip`` export). What differs:
 * TD3's ``noise_type``/``noise_std`` are the zoo's names for a Gaussian (``normal``) or
   Ornstein-Uhlenbeck action noise of that standard deviation on every action dimension;
 * a checkpoint also carries the replay buffer (``model.save`` leaves it out), so a resumed
-  run trains on the transitions it had collected.
+  run trains on the transitions it had collected;
+* ``library`` picks the implementation of SAC and TQC: ``sb3`` (stable-baselines3 and
+  sb3-contrib, torch) or ``sbx`` (SBX, https://github.com/araffin/sbx, by SB3's authors:
+  the same algorithms in JAX, about 2x the training steps per CPU-second here,
+  docs/performance.md). SBX runs JAX on the CPU with XLA's thread pool off, so that a run
+  holds one core as the torch ones do; it has no gSDE.
 
 Box (continuous) action spaces only: a discrete env is refused with a usage error.
 """
@@ -49,6 +54,13 @@ from algorithms.sb3 import (
 )
 
 NOISE_TYPES = ("none", "normal", "ornstein-uhlenbeck")
+#: Implementations of SAC and TQC (the ``library`` knob).
+LIBRARIES = ("sb3", "sbx")
+#: XLA on one CPU thread, set before JAX starts (a process that started JAX keeps its own).
+XLA_ONE_THREAD = {
+    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    "JAX_PLATFORMS": "cpu",
+}
 
 
 @dataclass(frozen=True)
@@ -107,6 +119,11 @@ class SACConfig(OffPolicyConfig):
         "SB3 SAC MlpPolicy default", "log_std_init", "use_expln"
     )
 
+    library: str = doc(
+        "implementation: sb3 (stable-baselines3, torch) or sbx (SBX, JAX: about 2x the "
+        "steps per CPU-second; no gSDE)",
+        "sb3",
+    )
     ent_coef: str = doc("entropy temperature: auto, auto_INIT or a number", "auto")
     target_update_interval: int = doc("gradient steps between target-network updates", 1)
     use_sde: bool = doc("generalised state-dependent exploration", False)
@@ -123,6 +140,15 @@ class SACConfig(OffPolicyConfig):
         """Raise ValueError naming the first bad value."""
         super().validate()
         _check_ent_coef(self.ent_coef)
+        if self.library not in LIBRARIES:
+            raise ValueError(f"library must be one of {', '.join(LIBRARIES)}, got {self.library!r}")
+        if self.library == "sbx" and (self.use_sde or self.use_sde_at_warmup):
+            raise ValueError("library=sbx has no gSDE: set use_sde=false or library=sb3")
+        if self.library == "sbx" and self.target_update_interval != 1:
+            raise ValueError(
+                "library=sbx updates its targets every gradient step: set "
+                f"target_update_interval=1 or library=sb3, got {self.target_update_interval}"
+            )
         if self.target_update_interval < 1:
             raise ValueError(
                 f"target_update_interval must be >= 1, got {self.target_update_interval}"
@@ -148,6 +174,10 @@ class TQCConfig(SACConfig):
         if self.n_quantiles < 1 or self.n_critics < 1:
             raise ValueError(
                 f"n_quantiles and n_critics must be >= 1, got {self.n_quantiles}, {self.n_critics}"
+            )
+        if self.library == "sbx" and self.n_critics != 2:
+            raise ValueError(
+                f"library=sbx's TQC has 2 critics: set n_critics=2, got {self.n_critics}"
             )
         if not 0 <= self.top_quantiles_to_drop_per_net < self.n_quantiles:
             raise ValueError(
@@ -206,6 +236,7 @@ class SB3OffPolicy(SB3Algorithm):
         "noise_std",
         "n_quantiles",
         "n_critics",
+        "library",
     )
 
     def chunk_timesteps(self) -> int:
@@ -215,13 +246,16 @@ class SB3OffPolicy(SB3Algorithm):
     def policy_kwargs_for(cls, config: Any, box_actions: bool) -> dict[str, Any]:
         """The ``policy_kwargs`` of the actor and critics: one ``net_arch`` for each (Box
         actions only, so ``box_actions`` is always true here)."""
-        from torch import nn
-
         net_arch, activation = cls.network(config)
-        kwargs: dict[str, Any] = {
-            "net_arch": net_arch,
-            "activation_fn": nn.ReLU if activation == "relu" else nn.Tanh,
-        }
+        if getattr(config, "library", "sb3") == "sbx":
+            import flax.linen
+
+            activation_fn: Any = flax.linen.relu if activation == "relu" else flax.linen.tanh
+        else:
+            from torch import nn
+
+            activation_fn = nn.ReLU if activation == "relu" else nn.Tanh
+        kwargs: dict[str, Any] = {"net_arch": net_arch, "activation_fn": activation_fn}
         if getattr(config, "use_sde", False):
             kwargs["log_std_init"] = config.log_std_init
             kwargs["use_expln"] = config.use_expln
@@ -235,7 +269,39 @@ class SB3OffPolicy(SB3Algorithm):
         if "ent_coef" in kwargs and kwargs["ent_coef"] != "auto":
             text = str(kwargs["ent_coef"])
             kwargs["ent_coef"] = text if text.startswith("auto_") else float(text)
+        if getattr(self.config, "library", "sb3") == "sbx":
+            del kwargs["target_update_interval"]  # SBX's is 1 always (validated)
         return kwargs
+
+    def _build_model(self) -> Any:
+        if getattr(self.config, "library", "sb3") == "sbx" and self.context.workers == 1:
+            self._given_cores = hold_one_core()
+        return super()._build_model()
+
+    def close(self) -> None:
+        super().close()
+        given = getattr(self, "_given_cores", None)
+        if given:  # the process goes on (the Python API, tests): give its cores back
+            import os
+
+            os.sched_setaffinity(0, given)
+            self._given_cores = None
+
+    def _sb3_class(self) -> Any:
+        if getattr(self.config, "library", "sb3") == "sb3":
+            return super()._sb3_class()
+        return sbx_class(self.sb3_class_name)
+
+    def current_parameters(self) -> np.ndarray:
+        """Every parameter of the policy as one float32 vector (SBX: those of its train
+        states, ``actor_state`` then the critics' ``qf*_state`` by name, each in the order of
+        JAX's flattening of its parameter tree)."""
+        if getattr(self.config, "library", "sb3") == "sb3":
+            return super().current_parameters()
+        return sbx_parameters(self.model.policy)
+
+    def artifacts(self) -> dict[str, Any]:
+        return {**super().artifacts(), "library": getattr(self.config, "library", "sb3")}
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -246,6 +312,47 @@ class SB3OffPolicy(SB3Algorithm):
         super().load_state_dict(state)
         if state.get("replay_buffer") is not None:
             self.model.replay_buffer = pickle.load(io.BytesIO(state["replay_buffer"]))
+
+
+def hold_one_core() -> set[int] | None:
+    """Hold this process to the idlest of the cores it may use, if it may use several;
+    return the cores it had (None where it had one).
+
+    XLA's CPU runtime sizes its thread pool by the process's CPU affinity when JAX starts and
+    ignores ``XLA_FLAGS``' thread options (measured here: an SBX SAC run on 2 free cores used
+    1.6 of them); so a one-worker run is held to one core, as torch's one thread holds
+    the others' runs to theirs. Where it runs changes no result."""
+    import os
+
+    import psutil
+
+    cores = os.sched_getaffinity(0)
+    if len(cores) == 1:
+        return None
+    busy = psutil.cpu_percent(interval=0.1, percpu=True)
+    idlest = min(sorted(cores), key=lambda core: busy[core] if core < len(busy) else 100.0)
+    os.sched_setaffinity(0, {idlest})
+    return cores
+
+
+def sbx_parameters(policy: Any) -> np.ndarray:
+    """The parameters of an SBX policy's train states as one float32 vector."""
+    import jax
+
+    states = [getattr(policy, name) for name in sorted(vars(policy)) if name.endswith("_state")]
+    leaves = jax.tree_util.tree_leaves([state.params for state in states])
+    return np.concatenate([np.asarray(leaf, dtype=np.float32).ravel() for leaf in leaves])
+
+
+def sbx_class(name: str) -> Any:
+    """SBX's ``name`` (SAC, TQC) as the harness steps it, JAX held to one CPU thread."""
+    import os
+
+    from algorithms.sb3 import chunked_class
+
+    for key, value in XLA_ONE_THREAD.items():
+        os.environ.setdefault(key, value)
+    return chunked_class("sbx", name)
 
 
 @register("sac")

@@ -300,7 +300,7 @@ def _sb3_model(algorithm: Any) -> Any:
 def _sb3_class_name(model: Any) -> str:
     """The SB3 (or sb3-contrib) class a model is, through the harness's own subclasses."""
     for cls in type(model).__mro__:
-        if cls.__module__.split(".")[0] in ("stable_baselines3", "sb3_contrib"):
+        if cls.__module__.split(".")[0] in ("stable_baselines3", "sb3_contrib", "sbx"):
             return cls.__name__
     return type(model).__name__
 
@@ -381,6 +381,8 @@ def _save_sb3(algorithm: Any, model: Any, n_params: int, folder: Path) -> list[s
             names.append(VEC_NORMALIZE_STATS)
     space = model.observation_space
     policy_class = type(model.policy).__name__
+    if type(model.policy).__module__.startswith("sbx."):
+        policy_class = f"sbx.{policy_class}"  # SBX's SACPolicy is JAX's, not SB3's
     spec = {
         "format": SB3_FORMAT,
         "sb3_class": _sb3_class_name(model),
@@ -393,7 +395,11 @@ def _save_sb3(algorithm: Any, model: Any, n_params: int, folder: Path) -> list[s
         "model": SB3_MODEL,
         "vec_normalize": VEC_NORMALIZE if normalized else None,
         "vec_normalize_stats": VEC_NORMALIZE_STATS if stats is not None else None,
-        "final_params": "every parameter of model.policy.parameters(), in order, flattened",
+        "final_params": (
+            "the actor's then the critics' parameters, in JAX's tree order, flattened"
+            if policy_class.startswith("sbx.")
+            else "every parameter of model.policy.parameters(), in order, flattened"
+        ),
         **_rebuild_fields(model),
     }
     if policy_class not in POLICY_CLASSES:
