@@ -364,6 +364,38 @@ def _rebuild_fields(model: Any) -> dict[str, Any]:
         return {"policy_kwargs": None, "spaces": None, "not_rebuildable": str(error)}
 
 
+#: SBX policies the reader rebuilds, as NumPy forward passes of their actors (SBX's actor
+#: is a flax module; the reader imports neither JAX nor flax).
+SBX_POLICIES = ("sbx.SACPolicy", "sbx.TQCPolicy")
+#: SBX's activations (flax functions) by the names the specs use for torch's.
+_SBX_ACTIVATIONS = {"relu": "ReLU", "tanh": "Tanh"}
+
+
+def _sbx_rebuild_fields(model: Any) -> dict[str, Any]:
+    """An SBX policy's spec fields: its actor's shape, as data, and its parameter count
+    (the actor's parameters come first in ``final_params.npy``)."""
+    import jax
+
+    activation = getattr(model.policy_kwargs.get("activation_fn"), "__name__", None)
+    actor = jax.tree_util.tree_leaves(model.policy.actor_state.params)
+    try:
+        if activation not in _SBX_ACTIVATIONS:
+            raise ValueError(f"activation_fn {activation!r} is not one of relu, tanh")
+        return {
+            "policy_kwargs": {
+                "net_arch": _net_arch(model.policy_kwargs.get("net_arch")),
+                "activation_fn": _SBX_ACTIVATIONS[activation],
+            },
+            "spaces": {
+                "observation": space_data(model.observation_space),
+                "action": space_data(model.action_space),
+            },
+            "actor_params": int(sum(np.size(leaf) for leaf in actor)),
+        }
+    except ValueError as error:
+        return {"policy_kwargs": None, "spaces": None, "not_rebuildable": str(error)}
+
+
 def _save_sb3(algorithm: Any, model: Any, n_params: int, folder: Path) -> list[str]:
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -381,7 +413,8 @@ def _save_sb3(algorithm: Any, model: Any, n_params: int, folder: Path) -> list[s
             names.append(VEC_NORMALIZE_STATS)
     space = model.observation_space
     policy_class = type(model.policy).__name__
-    if type(model.policy).__module__.startswith("sbx."):
+    sbx = type(model.policy).__module__.startswith("sbx.")
+    if sbx:
         policy_class = f"sbx.{policy_class}"  # SBX's SACPolicy is JAX's, not SB3's
     spec = {
         "format": SB3_FORMAT,
@@ -400,9 +433,9 @@ def _save_sb3(algorithm: Any, model: Any, n_params: int, folder: Path) -> list[s
             if policy_class.startswith("sbx.")
             else "every parameter of model.policy.parameters(), in order, flattened"
         ),
-        **_rebuild_fields(model),
+        **(_sbx_rebuild_fields(model) if sbx else _rebuild_fields(model)),
     }
-    if policy_class not in POLICY_CLASSES:
+    if policy_class not in POLICY_CLASSES and policy_class not in SBX_POLICIES:
         spec["not_rebuildable"] = f"policy class {policy_class} is not one the reader builds"
     (folder / rundir.POLICY_SPEC).write_text(json.dumps(spec, indent=2))
     return [*names, rundir.POLICY_SPEC]
@@ -683,6 +716,8 @@ def _sb3_policy(folder: Path, spec: dict[str, Any], legacy: Legacy | None) -> tu
         raise PolicyLoadError(f"{folder / rundir.POLICY_SPEC}: num_params is {num_params!r}")
     _check_param_count(folder, num_params)
     params = read_npy(folder / rundir.FINAL_PARAMS, num_params)
+    if spec.get("policy") in SBX_POLICIES:
+        return _sbx_policy(folder, spec, params)
     policy = _build_sb3_policy(folder, spec, params)
     normalizer = _normalizer(folder, spec, policy.observation_space)
     space = policy.action_space
@@ -720,6 +755,73 @@ def _sb3_policy(folder: Path, spec: dict[str, Any], legacy: Legacy | None) -> tu
             else:
                 actions = np.clip(actions, space.low, space.high)
         return actions if vectorized else actions.squeeze(axis=0)
+
+    return act, lambda: None
+
+
+def _sbx_policy(folder: Path, spec: Mapping[str, Any], params: np.ndarray) -> tuple[Act, Reset]:
+    """An SBX SAC/TQC actor (flax's ``SquashedGaussianActor``) as a NumPy forward pass.
+
+    Its layers are flax ``Dense_0`` .. ``Dense_{k+1}`` (the hidden layers, then the mean and
+    the log-std heads), flattened by JAX in the order of their sorted names, each its bias
+    then its ``(inputs, outputs)`` kernel. The deterministic action is ``tanh(mean)``, the
+    stochastic one ``tanh(mean + std * noise)`` (noise from NumPy's global generator), both
+    scaled to the Box as SBX's ``predict`` does. Float32 as JAX computes, so the actions
+    agree with the run's to float32 rounding, not bit for bit.
+    """
+    try:
+        data = spec.get("policy_kwargs")
+        spaces = spec.get("spaces")
+        if not isinstance(data, Mapping) or not isinstance(spaces, Mapping):
+            raise ValueError("policy_kwargs and spaces must be objects")
+        net_arch = _net_arch(data.get("net_arch"))
+        if not isinstance(net_arch, list):
+            raise ValueError(f"net_arch must be a list of sizes, got {net_arch!r}")
+        activation = data.get("activation_fn")
+        functions: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+            "ReLU": lambda x: np.maximum(x, 0),
+            "Tanh": np.tanh,
+        }
+        if activation not in functions:
+            raise ValueError(f"activation_fn must be ReLU or Tanh, got {activation!r}")
+        observation, action = _space(spaces.get("observation")), _space(spaces.get("action"))
+        if not (hasattr(action, "low") and hasattr(observation, "low")):
+            raise ValueError("SBX's actors take and give Box spaces")
+        inputs, outputs = _flat_size(observation), _flat_size(action)
+        sizes = [(a, b) for a, b in zip([inputs, *net_arch], net_arch, strict=False)]
+        last = net_arch[-1] if net_arch else inputs
+        sizes += [(last, outputs), (last, outputs)]  # the mean and log-std heads
+        layers, at = [], 0
+        for n_in, n_out in sizes:
+            bias = params[at : at + n_out]
+            kernel = params[at + n_out : at + n_out + n_in * n_out].reshape(n_in, n_out)
+            layers.append((kernel.astype(np.float32), bias.astype(np.float32)))
+            at += n_out + n_in * n_out
+        if at > params.size or spec.get("actor_params") != at:
+            raise ValueError(
+                f"its actor has {at} parameters, the spec says {spec.get('actor_params')!r} "
+                f"of the {params.size} stored"
+            )
+    except (TypeError, ValueError) as error:
+        message = f"{folder / rundir.POLICY_SPEC}: cannot build {spec.get('policy')}: {error}"
+        raise PolicyLoadError(message.splitlines()[0]) from None
+    hidden, (mean_head, log_std_head) = layers[:-2], layers[-2:]
+    forward = functions[str(activation)]
+    normalizer = _normalizer(folder, spec, observation)
+    low, high = action.low.astype(np.float32), action.high.astype(np.float32)
+
+    def act(obs: np.ndarray, deterministic: bool) -> Any:
+        seen = normalizer(obs) if normalizer is not None else obs
+        batch = np.asarray(seen, dtype=np.float32).reshape(-1, inputs)
+        for kernel, bias in hidden:
+            batch = forward(batch @ kernel + bias)
+        mean = batch @ mean_head[0] + mean_head[1]
+        if not deterministic:
+            log_std = np.clip(batch @ log_std_head[0] + log_std_head[1], -20.0, 2.0)
+            mean = mean + np.exp(log_std) * np.random.standard_normal(mean.shape)
+        scaled = low + 0.5 * (np.tanh(mean) + 1.0) * (high - low)
+        single = np.asarray(obs).shape == observation.shape
+        return scaled.reshape(action.shape) if single else scaled
 
     return act, lambda: None
 

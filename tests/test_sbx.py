@@ -14,6 +14,7 @@ from algorithms.registry import get_algorithm
 from envs.policies import policy_spec_for
 from envs.registry import make_env
 from harness import cli
+from harness.policy_io import PolicyLoadError, load_stored, save_policy
 from harness.replay import load_policy
 from tests.test_algorithm_contract import deterministic, run_algorithm
 from tests.test_baselines import context_for
@@ -47,9 +48,8 @@ def test_sbx_runs_through_the_cli_and_repeats_exactly(
     assert len(summary["machine_load"]["cpu_affinity"]) == 1  # XLA's pool held to one core
     assert os.sched_getaffinity(0) == cores  # and this process given its cores back
     spec = json.loads((run_dir / "policy_spec.json").read_text())
-    assert spec["sb3_class"] == algo.upper() and spec["policy"].startswith("sbx.")
-    with pytest.raises(ValueError, match="not one the reader builds"):
-        load_policy(run_dir)  # a JAX policy is never rebuilt as SB3's torch one
+    assert spec["sb3_class"] == algo.upper() and spec["policy"] == "sbx.SACPolicy"
+    assert load_policy(run_dir).act(np.zeros(3), deterministic=True).shape == (1,)
     _, second = run_algorithm(
         tmp_path / "b", algo, "--set", "library=sbx", seed=3, monkeypatch=monkeypatch
     )
@@ -105,6 +105,36 @@ def test_sbx_checkpoint_restores_the_policy_and_its_replay_buffer(algo: str) -> 
     finally:
         algorithm.close()
         restored.close()
+
+
+@pytest.mark.parametrize("algo", ["sac", "tqc"])
+def test_a_stored_sbx_policy_reads_back_as_numpy_and_acts_as_the_run_did(
+    algo: str, tmp_path: Path
+) -> None:
+    """The reader imports no JAX: it runs the actor's layers in NumPy from the stored data."""
+    algorithm = _sbx(algo, **SMALL)
+    try:
+        algorithm.step()
+        algorithm.step()
+        save_policy(algorithm, tmp_path)
+        act, _ = load_stored(tmp_path)
+        observations = np.random.default_rng(0).uniform(-1, 1, size=(50, 3))
+        theirs = np.stack(
+            [algorithm.model.predict(obs, deterministic=True)[0] for obs in observations]
+        )
+        ours = np.stack([act(obs, True) for obs in observations])
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+        assert np.ptp(theirs) > 0.01  # a policy that acts, not a constant
+        batch = act(observations, False)
+        assert batch.shape == (50, 1) and (np.abs(batch) <= 2.0).all()  # Pendulum's torque
+    finally:
+        algorithm.close()
+    spec_file = tmp_path / "policy_spec.json"
+    spec = json.loads(spec_file.read_text())
+    spec["policy_kwargs"]["net_arch"] = [17]  # a spec that does not fit its parameters
+    spec_file.write_text(json.dumps(spec))
+    with pytest.raises(PolicyLoadError, match=r"cannot build sbx.*parameters"):
+        load_stored(tmp_path)
 
 
 def test_hopper_sac_on_sbx_takes_the_zoos_mujoco_defaults() -> None:
