@@ -24,11 +24,12 @@ torch thread, ``model.zip`` export). What differs:
   Ornstein-Uhlenbeck action noise of that standard deviation on every action dimension;
 * a checkpoint also carries the replay buffer (``model.save`` leaves it out), so a resumed
   run trains on the transitions it had collected;
-* ``library`` picks the implementation of SAC and TQC: ``sb3`` (stable-baselines3 and
-  sb3-contrib, torch) or ``sbx`` (SBX, https://github.com/araffin/sbx, by SB3's authors:
-  the same algorithms in JAX, about 2x the training steps per CPU-second here,
-  docs/performance.md). SBX runs JAX on the CPU with XLA's thread pool off, so that a run
-  holds one core as the torch ones do; it has no gSDE.
+* ``library`` picks the implementation of SAC and TQC: ``sbx`` (SBX,
+  https://github.com/araffin/sbx, by SB3's authors: the same algorithms in JAX, 1.6-2.1x
+  the training steps per CPU-second on these machines, docs/performance.md; SAC's default
+  since a parity run at the zoo's Pendulum-v1 settings, reports/sbx_parity) or ``sb3``
+  (stable-baselines3 and sb3-contrib, torch; TQC's default, and wherever gSDE is used:
+  SBX has none). A one-worker SBX run is held to one core (:func:`hold_one_core`).
 
 Box (continuous) action spaces only: a discrete env is refused with a usage error.
 """
@@ -111,6 +112,12 @@ def _check_ent_coef(value: str) -> None:
         raise ValueError(f"ent_coef must be auto, auto_INIT or a number >= 0, got {value!r}")
 
 
+LIBRARY_DOC = (
+    "implementation: sbx (SBX, JAX: 1.6-2.1x the steps per CPU-second; no gSDE) or sb3 "
+    "(stable-baselines3 / sb3-contrib, torch)"
+)
+
+
 @dataclass(frozen=True)
 class SACConfig(OffPolicyConfig):
     """Hyperparameters of ``sac`` (SB3 names); defaults per env in ``experiments/defaults.yaml``."""
@@ -119,11 +126,7 @@ class SACConfig(OffPolicyConfig):
         "SB3 SAC MlpPolicy default", "log_std_init", "use_expln"
     )
 
-    library: str = doc(
-        "implementation: sb3 (stable-baselines3, torch) or sbx (SBX, JAX: about 2x the "
-        "steps per CPU-second; no gSDE)",
-        "sb3",
-    )
+    library: str = doc(LIBRARY_DOC, "sbx")
     ent_coef: str = doc("entropy temperature: auto, auto_INIT or a number", "auto")
     target_update_interval: int = doc("gradient steps between target-network updates", 1)
     use_sde: bool = doc("generalised state-dependent exploration", False)
@@ -164,6 +167,7 @@ class TQCConfig(SACConfig):
         *("log_std_init", "use_expln", "n_quantiles", "n_critics"),
     )
 
+    library: str = doc(LIBRARY_DOC + "; TQC's default stays sb3 (no parity run on SBX's)", "sb3")
     top_quantiles_to_drop_per_net: int = doc("quantiles dropped per critic (the truncation d)", 2)
     n_quantiles: int = doc("quantiles per critic (M)", 25)
     n_critics: int = doc("critic networks (N)", 2)

@@ -191,7 +191,9 @@ def defaults_layers(
     An algorithm's section may hold ``run``, ``policy`` and ``budget`` mappings of its
     own: settings of the env that apply only when that algorithm runs (optimes trains
     AntBulletEnv on a shaped reward with a linear policy, PPO at the zoo's settings on
-    the env's own reward). They form a layer just above their entry.
+    the env's own reward), and ``params``: hyperparameters that are the harness's own beside
+    a ``zoo`` entry's (SAC's ``library`` where the zoo's settings use gSDE). They form a
+    layer just above their entry.
 
     A section holding ``zoo: ENTRY`` carries that entry of the algorithm's rl-baselines3-zoo
     hyperparameter file (:attr:`~algorithms.base.Algorithm.zoo_hyperparams`): its
@@ -220,7 +222,9 @@ def defaults_layers(
                 sections[section].update(values or {})
             elif section == section_name:
                 for key, value in (values or {}).items():
-                    if key in SECTIONS:
+                    if (
+                        key in SECTIONS or key == "params"
+                    ):  # params: the harness's own beside a zoo entry
                         own[key].update(value or {})
                     elif key == ZOO_KEY:
                         zoo_entry = value

@@ -286,9 +286,11 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
         if point.paired:
             note += (
                 f"; each ES run stopped at the CPU-seconds of a {point.rl} run beside it on "
-                "the same machine, "
-                + ("every pair on " if len(point.machines) == 1 else "pairs on ")
+                "the same machine at the same time, the CPU model "
+                + ("of every pair " if len(point.machines) == 1 else "of the pairs ")
                 + " and ".join(point.machines)
+                + " (one model name can cover machines of different speed: a pair's two "
+                "runs share theirs)"
                 + (f", but {point.split} pairs name two CPU models" if point.split else "")
             )
         parts.append(
