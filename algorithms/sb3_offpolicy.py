@@ -298,8 +298,8 @@ class SB3OffPolicy(SB3Algorithm):
 
     def current_parameters(self) -> np.ndarray:
         """Every parameter of the policy as one float32 vector (SBX: those of its train
-        states, ``actor_state`` then the critics' ``qf*_state`` by name, each in the order of
-        JAX's flattening of its parameter tree)."""
+        states, ``actor_state`` then the critics' ``qf*_state`` by name, then the critics'
+        target copies, each in the order of JAX's flattening of its parameter tree)."""
         if getattr(self.config, "library", "sb3") == "sb3":
             return super().current_parameters()
         return sbx_parameters(self.model.policy)
@@ -344,7 +344,10 @@ def sbx_parameters(policy: Any) -> np.ndarray:
     import jax
 
     states = [getattr(policy, name) for name in sorted(vars(policy)) if name.endswith("_state")]
-    leaves = jax.tree_util.tree_leaves([state.params for state in states])
+    # the critics' target copies too, as SB3's policy.parameters() counts them
+    trees = [state.params for state in states]
+    trees += [state.target_params for state in states if hasattr(state, "target_params")]
+    leaves = jax.tree_util.tree_leaves(trees)
     return np.concatenate([np.asarray(leaf, dtype=np.float32).ravel() for leaf in leaves])
 
 

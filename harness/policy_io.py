@@ -429,7 +429,7 @@ def _save_sb3(algorithm: Any, model: Any, n_params: int, folder: Path) -> list[s
         "vec_normalize": VEC_NORMALIZE if normalized else None,
         "vec_normalize_stats": VEC_NORMALIZE_STATS if stats is not None else None,
         "final_params": (
-            "the actor's then the critics' parameters, in JAX's tree order, flattened"
+            "the actor's, the critics' and their targets' parameters, in JAX's tree order"
             if policy_class.startswith("sbx.")
             else "every parameter of model.policy.parameters(), in order, flattened"
         ),

@@ -162,6 +162,11 @@ def _normalised(algo_cls: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _comparable(key: str, value: Any) -> Any:
+    """An activation by its name: SBX's (a JAX function, ``relu``) is SB3's (``nn.ReLU``)."""
+    return str(value.__name__).lower() if key == "activation_fn" else value
+
+
 CASES = [(env, algo) for env in _env_entries() for algo in _rl_algorithms()]
 
 
@@ -184,8 +189,8 @@ def test_every_rl_network_is_the_zoos_or_the_librarys_default(env_entry: str, al
     zoo_kwargs = _zoo_policy_kwargs(zoo_file, zoo_entry)
     expected = {**_library_defaults(algo), **_normalised(algo_cls, zoo_kwargs or {})}
     assert set(zoo_kwargs or {}) <= set(built), f"zoo arguments not carried: {zoo_kwargs}"
-    compared = {key: built[key] for key in expected if key in built}
-    assert compared == {key: expected[key] for key in compared}
+    compared = {key: _comparable(key, built[key]) for key in expected if key in built}
+    assert compared == {key: _comparable(key, expected[key]) for key in compared}
     assert {"net_arch", "activation_fn"} <= set(compared)
 
     # --print-config names the source of each network value: the zoo entry where the harness

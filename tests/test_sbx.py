@@ -60,6 +60,7 @@ def test_sbx_chunks_equal_one_plain_sbx_learn_call() -> None:
     """The harness steps SBX's own SAC and changes nothing of what it learns."""
     import jax
     import sbx
+    import stable_baselines3
     from flax import linen
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -80,12 +81,18 @@ def test_sbx_chunks_equal_one_plain_sbx_learn_call() -> None:
         policy_kwargs={"net_arch": [16], "activation_fn": linen.relu},
     )
     model.learn(steps)
+    qf = model.policy.qf_state
     leaves = jax.tree_util.tree_leaves(
-        (model.policy.actor_state.params, model.policy.qf_state.params)
+        (model.policy.actor_state.params, qf.params, qf.target_params)
     )
     plain = np.concatenate([np.asarray(leaf, dtype=np.float32).ravel() for leaf in leaves])
-    env.close()
     np.testing.assert_array_equal(ours, plain)
+    # counted as SB3 counts its SAC's (actor, critics, target critics): runs compare by size
+    torch_sac = stable_baselines3.SAC(
+        "MlpPolicy", env, buffer_size=10, device="cpu", policy_kwargs={"net_arch": [16]}
+    )
+    assert ours.size == sum(p.numel() for p in torch_sac.policy.parameters())
+    env.close()
 
 
 @pytest.mark.parametrize("algo", ["sac", "tqc"])
