@@ -286,11 +286,15 @@ def answer_sentence(facts: TaskFacts, own_budgets: dict[str, float]) -> str:
         if point.paired:
             note += (
                 f"; each ES run stopped at the CPU-seconds of a {point.rl} run beside it on "
-                "the same machine at the same time, the CPU model "
-                + ("of every pair " if len(point.machines) == 1 else "of the pairs ")
+                "the same machine at the same time, "
+                + (
+                    "every pair on a CPU named "
+                    if len(point.machines) == 1
+                    else "pairs on CPUs named "
+                )
                 + " and ".join(point.machines)
-                + " (one model name can cover machines of different speed: a pair's two "
-                "runs share theirs)"
+                + " (a name that can cover machines of different speed; a pair's two runs "
+                "share one)"
                 + (f", but {point.split} pairs name two CPU models" if point.split else "")
             )
         parts.append(
