@@ -126,8 +126,8 @@ def test_a_ppo_chunk_past_the_cpu_limit_is_reported_and_flagged(tmp_path: Path) 
 
 def test_an_rl_run_follows_the_cpu_evaluation_schedule_between_its_chunks(tmp_path: Path) -> None:
     """eval_every_cpu_seconds drives RL runs too: PPO in small chunks (64 x 1 timesteps)
-    under a 6 CPU-s limit (about 2 of them building the model) is evaluated once per
-    CPU-second, not once at the end."""
+    under a 12 CPU-s limit (2 to 5 of them building the model, on machines up to 2.5x apart)
+    is evaluated once per CPU-second, not once at the end."""
     runs_dir = tmp_path / "runs"
     harness_cli(
         "run",
@@ -136,7 +136,7 @@ def test_an_rl_run_follows_the_cpu_evaluation_schedule_between_its_chunks(tmp_pa
         "--env",
         "CartPole",
         "--cpu-limit",
-        "6",
+        "12",
         "--set",
         "n_steps=64",
         "--set",
@@ -153,7 +153,7 @@ def test_an_rl_run_follows_the_cpu_evaluation_schedule_between_its_chunks(tmp_pa
     run = _only_run(runs_dir)
     metrics = json.loads((run / "metrics.json").read_text())
     steps = metrics["eval_return_mean"]["steps"]
-    assert 4 <= len(steps) <= 8, steps
+    assert 4 <= len(steps) <= 14, steps
     cpu = dict(zip(metrics["cpu_seconds"]["steps"], metrics["cpu_seconds"]["values"], strict=True))
     at = [cpu[step] for step in steps]
     bins = [int(seconds) for seconds in at[:-1]]  # the last may be the budget's final one
