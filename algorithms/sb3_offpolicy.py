@@ -57,7 +57,9 @@ from algorithms.sb3 import (
 NOISE_TYPES = ("none", "normal", "ornstein-uhlenbeck")
 #: Implementations of SAC and TQC (the ``library`` knob).
 LIBRARIES = ("sb3", "sbx")
-#: XLA on one CPU thread, set before JAX starts (a process that started JAX keeps its own).
+#: JAX on the CPU, set before JAX starts (a process that started JAX keeps its own). XLA's
+#: thread options here do not hold its pool to one thread (measured: 1.6 cores in use);
+#: :func:`hold_one_core` does.
 XLA_ONE_THREAD = {
     "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
     "JAX_PLATFORMS": "cpu",
@@ -273,12 +275,17 @@ class SB3OffPolicy(SB3Algorithm):
         if "ent_coef" in kwargs and kwargs["ent_coef"] != "auto":
             text = str(kwargs["ent_coef"])
             kwargs["ent_coef"] = text if text.startswith("auto_") else float(text)
-        if getattr(self.config, "library", "sb3") == "sbx":
+        if self.library == "sbx":
             del kwargs["target_update_interval"]  # SBX's is 1 always (validated)
         return kwargs
 
+    @property
+    def library(self) -> str:
+        """``sbx`` or ``sb3`` (TD3 has no ``library`` knob: always ``sb3``)."""
+        return str(getattr(self.config, "library", "sb3"))
+
     def _build_model(self) -> Any:
-        if getattr(self.config, "library", "sb3") == "sbx" and self.context.workers == 1:
+        if self.library == "sbx" and self.context.workers == 1:
             self._given_cores = hold_one_core()
         return super()._build_model()
 
@@ -292,7 +299,7 @@ class SB3OffPolicy(SB3Algorithm):
             self._given_cores = None
 
     def _sb3_class(self) -> Any:
-        if getattr(self.config, "library", "sb3") == "sb3":
+        if self.library == "sb3":
             return super()._sb3_class()
         return sbx_class(self.sb3_class_name)
 
@@ -300,12 +307,12 @@ class SB3OffPolicy(SB3Algorithm):
         """Every parameter of the policy as one float32 vector (SBX: those of its train
         states, ``actor_state`` then the critics' ``qf*_state`` by name, then the critics'
         target copies, each in the order of JAX's flattening of its parameter tree)."""
-        if getattr(self.config, "library", "sb3") == "sb3":
+        if self.library == "sb3":
             return super().current_parameters()
         return sbx_parameters(self.model.policy)
 
     def artifacts(self) -> dict[str, Any]:
-        return {**super().artifacts(), "library": getattr(self.config, "library", "sb3")}
+        return {**super().artifacts(), "library": self.library}
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
