@@ -99,7 +99,18 @@ def deterministic(metrics: dict[str, Any], drop_bytes: bool = False) -> dict[str
     }
 
 
-@pytest.mark.parametrize("algo", [*algorithm_names(), *NG_NAMES])
+#: the RL adapters whose contract run builds torch or JAX models for tens of seconds on a slow
+#: machine: in make test-slow; ppo keeps the RL side of the contract in make test
+HEAVY_CONTRACT = {"sac", "tqc", "td3", "a2c", "recurrent-ppo"}
+
+
+@pytest.mark.parametrize(
+    "algo",
+    [
+        pytest.param(a, marks=pytest.mark.slow) if a in HEAVY_CONTRACT else a
+        for a in [*algorithm_names(), *NG_NAMES]
+    ],
+)
 def test_algorithm_completes_with_common_metrics_and_repeats_exactly(
     algo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

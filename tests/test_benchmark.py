@@ -189,6 +189,7 @@ def test_small_benchmark_runs_resumes_and_redraws_from_its_archive(tmp_path: Pat
     assert summary.read_text() == first_summary
 
 
+@pytest.mark.slow
 def test_report_reads_an_archive_as_a_runs_directory(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     harness_cli(
@@ -352,6 +353,7 @@ def _trajectory(run_dir: Path) -> dict[str, list[float]]:
     return {k: metrics[k]["values"] for k in ("timesteps", "fitness_mean", "eval_return_mean")}
 
 
+@pytest.mark.slow
 def test_an_unfinished_cell_travels_in_the_committed_folder_to_another_machine(
     tmp_path: Path,
 ) -> None:

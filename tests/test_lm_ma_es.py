@@ -63,6 +63,7 @@ def test_memory_and_state_are_m_vectors_of_d_not_a_matrix() -> None:
     assert max(np.size(value) for value in arrays) == es.memory * ANT_DIM
 
 
+@pytest.mark.slow
 def test_finite_and_progressing_over_hundreds_of_generations_at_the_ant_size() -> None:
     """evosax#55 reports NaNs at d = 2,000; here d = 6,536 for 300 generations."""
     es = strategy(ANT_DIM, 0.05)

@@ -67,6 +67,7 @@ def _rewrite(path: Path, old: str, new: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_pair_runs_side_by_side_and_resumes_as_a_pair(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

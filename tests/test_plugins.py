@@ -141,6 +141,7 @@ def usage_error(result: subprocess.CompletedProcess[str], *named: str) -> None:
         assert text in lines[0], (text, lines[0])
 
 
+@pytest.mark.slow
 def test_an_env_of_the_users_module_runs_through_import_and_module_id(project: Path) -> None:
     runs = project / "runs"
     tiny = ("--generations", "2", "--runs-dir", str(runs), "--set", "population=6")
@@ -233,6 +234,7 @@ set: [population=6, eval_episodes=2]
 """
 
 
+@pytest.mark.slow
 def test_a_two_by_two_hyperparameter_grid_gives_four_named_groups_and_reruns_skip(
     project: Path,
 ) -> None:

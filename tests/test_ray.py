@@ -135,6 +135,7 @@ def _small_generation(spec: Any) -> tuple[Broadcast, list[EvalTask]]:
     return Broadcast(0, centre, 0.1, None, None), tasks
 
 
+@pytest.mark.slow
 def test_two_node_cluster_places_the_noise_table_once_per_node(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

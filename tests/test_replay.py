@@ -122,6 +122,7 @@ print(json.dumps({"actions": actions.tolist(), "harness_modules": ours}))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["optimes", "cma", "nevergrad-es", "ppo", "a2c"])
 def test_load_policy_takes_the_actions_of_the_runs_own_evaluation(
     algo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -208,6 +209,7 @@ def _last_eval(run_dir: Path) -> float:
         ),
     ],
 )
+@pytest.mark.slow
 def test_enjoy_reproduces_the_last_evaluation_and_records_a_video(
     env: str, video: str, size: tuple[int, int], sets: list[str], tmp_path: Path
 ) -> None:

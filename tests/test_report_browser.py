@@ -33,11 +33,15 @@ CHROMIUM = next(
     ),
     None,
 )
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Chromium is not installed (Debian: apt-get install chromium); the browser check "
-    "of report.html needs a real browser",
-)
+#: slow: a browser and a report of real runs (make test-slow)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="Chromium is not installed (Debian: apt-get install chromium); the browser check "
+        "of report.html needs a real browser",
+    ),
+]
 
 FLAGS = (
     "--headless",

@@ -12,6 +12,9 @@ from PIL import Image
 
 from tests.conftest import harness_cli
 
+#: the longer end-to-end checks of make test-slow (each over ~10 s on a slow 2-core machine)
+pytestmark = pytest.mark.slow
+
 LANDER = "LunarLanderContinuous"
 TINY = {
     "optimes": ["population=10"],

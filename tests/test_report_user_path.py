@@ -28,6 +28,9 @@ from harness.report.render import DETAILS, unfolded_words
 from harness.report.tables import markdown_rows
 from harness.sweep import load_sweep, run_sweep
 
+#: the longer end-to-end checks of make test-slow (each over ~10 s on a slow 2-core machine)
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET = 60.0
 #: What the brief of a report that reads in two minutes allows above its folds.

@@ -45,6 +45,7 @@ def test_every_indexed_report_has_its_archive_and_a_short_title() -> None:
         assert len(entry.title) <= 90, entry.folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", ["demo"])
 def test_a_committed_report_is_redrawn_identically(
     folder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -60,6 +60,7 @@ def test_golden_file_documents_how_to_regenerate() -> None:
     assert GOLDEN.read_text() == golden_text(golden)  # written by the tool, untouched
 
 
+@pytest.mark.slow
 def test_a_changed_number_is_reported_with_step_and_values(
     golden_check: tuple[Path, str], tmp_path: Path
 ) -> None:
@@ -113,6 +114,7 @@ def test_a_policy_knob_newer_than_the_golden_file_counts_only_off_its_default() 
     assert compare_golden(golden, {"policy": {"kind": "linear", "init": "normc"}}, {})
 
 
+@pytest.mark.slow
 def test_catches_a_run_that_is_not_reproducible(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()

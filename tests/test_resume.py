@@ -126,6 +126,7 @@ def _assert_same(reference: dict[str, Any], metrics: dict[str, Any]) -> None:
     assert steps == list(range(1, GENERATIONS + 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
 def test_ctrl_c_writes_a_checkpoint_and_resume_matches(
     reference: dict[str, Any], tmp_path: Path, stop: str
@@ -159,6 +160,7 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_matches(
     assert "--- resumed" in (run_dir / "cout.txt").read_text()
 
 
+@pytest.mark.slow
 def test_killed_head_resumes_from_its_last_checkpoint(
     reference: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -200,6 +202,7 @@ def test_killed_head_resumes_from_its_last_checkpoint(
     _assert_same(reference, record["metrics"])
 
 
+@pytest.mark.slow
 def test_a_checkpoint_every_few_seconds_when_steps_never_trigger_one(
     reference: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -226,6 +229,7 @@ def test_a_checkpoint_every_few_seconds_when_steps_never_trigger_one(
     _assert_same(reference, record["metrics"])
 
 
+@pytest.mark.slow
 def test_a_larger_budget_extends_a_completed_run_exactly(
     reference: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -253,6 +257,7 @@ def test_a_larger_budget_extends_a_completed_run_exactly(
 WORKERS_INTERRUPT_STEP = 7
 
 
+@pytest.mark.slow
 def test_a_run_resumed_with_more_workers_equals_an_uninterrupted_run(
     reference: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -331,6 +336,7 @@ def _vector_es_run(algo: str, runs: Path) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", VECTOR_ES)
 def test_vector_es_resumed_through_the_cli_equals_an_uninterrupted_run(
     algo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -473,6 +479,7 @@ def test_a_head_that_inherited_sigint_ignored_still_stops_on_sigint(tmp_path: Pa
     assert run["metrics"]["timesteps"]["steps"][-1] == 3
 
 
+@pytest.mark.slow
 def test_a_run_recorded_before_a_knob_existed_resumes(
     reference: dict[str, Any], tmp_path: Path
 ) -> None:

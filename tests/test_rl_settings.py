@@ -18,6 +18,7 @@ def _is_timing(name: str) -> bool:
     return name.endswith("_s") or name.startswith("time_") or name == "cpu_seconds"
 
 
+@pytest.mark.slow
 def test_ppo_numbers_do_not_depend_on_the_worker_count(tmp_path: Path) -> None:
     """W=1 steps the zoo's 8 CartPole envs in-process, W=2 in subprocesses: same numbers."""
     runs = tmp_path / "runs"

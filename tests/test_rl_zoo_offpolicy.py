@@ -55,6 +55,7 @@ def test_lander_td3_takes_the_zoos_entry_with_its_gaussian_action_noise() -> Non
     assert _budget("td3", "LunarLanderContinuous") == 300_000
 
 
+@pytest.mark.slow
 def test_lander_sac_learning_rate_decays_over_the_zoos_budget() -> None:
     algorithm = _algorithm("sac", "LunarLanderContinuous", buffer_size=1000)
     try:

@@ -92,6 +92,7 @@ def uninterrupted_disk_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str
 # -- 1. a full disk ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_the_run_and_resume_continues_with_no_hole(
     small_disk: Path, uninterrupted_disk_run: dict[str, Any]
 ) -> None:
@@ -147,6 +148,7 @@ def _flip_to_ff(path: Path, offset: int) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 def test_an_undecodable_byte_damages_one_run_not_the_runs_directory(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     sweep = tmp_path / "sweep.yaml"
@@ -233,6 +235,7 @@ def test_a_sigint_while_workers_start_is_held_for_the_head_not_lost() -> None:
     assert child.stdout.strip() == "True", "a child started in the block acts on Ctrl-C"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("signum", "ignore_sigint"),
     [(signal.SIGTERM, False), (signal.SIGINT, True)],

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from harness.runner import COMMON_METRICS
 from tests.conftest import ROOT, deterministic_metrics, harness_cli, only_run_dir, read_run
@@ -169,6 +170,7 @@ def test_a_cpu_limit_stops_the_run_at_the_first_step_past_it(runs_dir: Path) -> 
     assert record["metrics"]["timesteps"]["values"][-1] < 10_000_000
 
 
+@pytest.mark.slow
 def test_an_endpoint_evaluates_the_final_policy_on_episodes_fixed_for_every_run(
     tmp_path: Path,
 ) -> None:

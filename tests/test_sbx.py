@@ -20,6 +20,9 @@ from tests.test_algorithm_contract import deterministic, run_algorithm
 from tests.test_baselines import context_for
 from tests.test_rl_settings import _algorithm
 
+#: the longer end-to-end checks of make test-slow (each over ~10 s on a slow 2-core machine)
+pytestmark = pytest.mark.slow
+
 SMALL = {"learning_starts": 200, "batch_size": 32, "net_arch": [16], "chunk_timesteps": 200}
 
 

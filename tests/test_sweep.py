@@ -180,6 +180,7 @@ def test_command_line_set_and_grid_make_new_cells(tmp_path: Path) -> None:
 # -- running -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sweep_tags_runs_skips_completed_cells_and_reruns_failed_ones(tmp_path: Path) -> None:
     path = write_sweep(tmp_path, "resume", [0, 1], algos=("optimes", "cma"))
     runs = tmp_path / "runs"
@@ -281,6 +282,7 @@ def test_kill_stops_the_sweep_and_its_running_cell(tmp_path: Path) -> None:
     ), "the cell outlived its sweep"
 
 
+@pytest.mark.slow
 def test_two_sweeps_at_once_into_one_runs_dir_lose_nothing(tmp_path: Path) -> None:
     """Sweeps a, a (again) and b at once: every cell once, distinct ids, nothing lost."""
     runs = tmp_path / "runs"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.sweep.spec import load_sweep
 from tests.conftest import harness_cli
 
@@ -45,6 +47,7 @@ def test_a_hyperparameter_grid_keeps_the_name_and_the_cell_identity(tmp_path: Pa
     assert [cell.key for cell in in_file.cells] == [cell.key for cell in by_grid.cells]
 
 
+@pytest.mark.slow
 def test_a_second_sweep_skips_the_completed_cells(tmp_path: Path) -> None:
     path, runs = write_sweep(tmp_path), tmp_path / "runs"
     flags = (str(path), "--runs-dir", str(runs), "--grid", "sigma0=0.1,0.2", "--no-progress")

@@ -233,6 +233,7 @@ def _truncated_copy(source: Path, target: Path) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_benchmark_commands_refuse_a_truncated_archive(tmp_path: Path) -> None:
     """plan, run and report read the committed archives first: one line, exit 2, and
     nothing written (no runs directory, no summary, the folder as it was)."""
@@ -380,6 +381,7 @@ def test_resume_restarts_a_run_killed_before_its_first_checkpoint(tmp_path: Path
 # -- 4. byte counters after a resume ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_byte_counters_after_resume_equal_an_uninterrupted_run(tmp_path: Path) -> None:
     """The head's request counter travelled as a pickled int: 1 byte below 256, 2 above.
     It restarts at 0 in a resumed process, so the resumed generations' messages were a

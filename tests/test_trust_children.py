@@ -144,6 +144,7 @@ def test_a_resumed_cell_and_harness_resume_import_nothing_from_the_folder(folder
     no_marker(folder, extended)
 
 
+@pytest.mark.slow
 def test_tune_trials_import_nothing_from_the_folder(folder: Path) -> None:
     (folder / "space.yaml").write_text("optimes:\n  sigma: {float: [0.05, 0.2], log: true}\n")
     done = harness(
@@ -242,6 +243,7 @@ def test_a_study_naming_a_module_is_refused_in_one_line(
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_foreign_trials_are_skipped_and_best_yaml_holds_checked_values(
     tmp_path: Path, evil_path: tuple[Path, Path]
 ) -> None:

@@ -23,6 +23,9 @@ import pytest
 from harness import rundir
 from tests.conftest import ROOT, harness_cli
 
+#: the longer end-to-end checks of make test-slow (each over ~10 s on a slow 2-core machine)
+pytestmark = pytest.mark.slow
+
 CARTPOLE = ("--algo", "optimes", "--env", "CartPole")
 TINY_RUN = (*CARTPOLE, "--generations", "1", "--backend", "inline", "--workers", "1")
 

@@ -21,6 +21,9 @@ import pytest
 
 from tests.conftest import harness_cli
 
+#: the longer end-to-end checks of make test-slow (each over ~10 s on a slow 2-core machine)
+pytestmark = pytest.mark.slow
+
 ESC = "\x1b"
 CPU = (
     '"><a href=javascript:alert(1) autofocus onfocus=alert(1)>'

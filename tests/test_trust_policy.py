@@ -33,6 +33,9 @@ from harness import cli
 from harness.policy_io import PolicyLoadError, read_npy
 from tests.conftest import harness_cli, only_run_dir
 
+#: the longer end-to-end checks of make test-slow (each over ~10 s on a slow 2-core machine)
+pytestmark = pytest.mark.slow
+
 ENV = "Pendulum"
 COMMON = ["--env", ENV, "--seed", "5", "--no-progress", "--set", "eval_episodes=1"]
 COMMON += ["--set", "max_episode_steps=40", "--set", "eval_every_timesteps=128"]

@@ -148,6 +148,7 @@ def test_the_python_api_takes_a_defaults_file(mine: Path, tmp_path: Path) -> Non
     assert result.config["policy"]["hidden_sizes"] == [8, 8]
 
 
+@pytest.mark.slow
 def test_a_sweep_applies_its_defaults_file_to_its_cells(mine: Path, tmp_path: Path) -> None:
     """``defaults:`` (relative to the sweep file) reaches every cell's subprocess; a rerun
     finds them done."""

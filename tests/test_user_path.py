@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+#: the longer end-to-end checks of make test-slow (each over ~10 s on a slow 2-core machine)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 ENV_MODULE = '''
