@@ -229,7 +229,7 @@ class RolloutWorker:
         env_step = self._own_step or self.env.step
         if self._own_step is not None and self._time_limit is not None:
             limit = min(limit, self._time_limit)  # TimeLimit's truncation, as the loop's end
-        act = policy.act
+        act = policy.actor()
         isfinite = math.isfinite
         characterise = self.behaviour() if behaviour else None
         behaviours: list[Sequence[float]] = []

@@ -303,3 +303,52 @@ def test_unsupported_spaces_raise_clear_errors() -> None:
         policy_spec_for(gym.make("Taxi-v4"), "linear")
     with pytest.raises(ValueError, match="1-D Box observation space; Blackjack-v1"):
         policy_spec_for(gym.make("Blackjack-v1"), "mlp")
+
+
+def _reference_act(policy: FeedForwardPolicy, obs: np.ndarray, noise: np.ndarray | None) -> object:
+    """The feed-forward action computed op by op as the policy did before its step function
+    (np.matmul, np.minimum then np.maximum): the bits the step function must keep."""
+    x = obs.astype(np.float32)
+    if policy._normalize:
+        x = np.subtract(obs, policy._obs_mean).astype(np.float32)
+        x = np.divide(x, policy._obs_std)
+    x = np.maximum(np.minimum(x, policy._clip_hi), policy._clip_lo)
+    h = np.append(x, np.float32(1))
+    for w in policy._mats[:-1]:
+        z = np.matmul(w, h)
+        z = np.maximum(z, np.float32(0)) if policy._relu else np.tanh(z)
+        h = np.append(z, np.float32(1))
+    y = np.matmul(policy._mats[-1], h)
+    return policy._head(y, noise)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kind", "activation", "discretize"),
+    [
+        ("LunarLanderContinuous-v3", "linear", "tanh", 0),
+        ("LunarLanderContinuous-v3", "mlp", "relu", 0),
+        ("Pendulum-v1", "mlp", "tanh", 0),
+        ("Pendulum-v1", "linear", "tanh", 5),
+        ("CartPole-v1", "mlp", "tanh", 0),
+    ],
+)
+def test_the_step_function_acts_as_act_bit_for_bit(
+    env_id: str, kind: str, activation: str, discretize: int
+) -> None:
+    env = gym.make(env_id)
+    spec = policy_spec_for(env, kind, (16, 8), activation, discretize)  # type: ignore[arg-type]
+    policy = build_policy(spec)
+    assert isinstance(policy, FeedForwardPolicy)
+    rng = np.random.default_rng(3)
+    params = policy.init_params(rng) + rng.normal(0, 0.5, spec.num_params).astype(np.float32)
+    box = spec.action_kind == "box"
+    for stats in (None, (rng.normal(size=spec.obs_dim), rng.uniform(0.1, 3, spec.obs_dim))):
+        policy.set_params(params, *(stats or (None, None)))
+        act = policy.actor()
+        for scale in (0.1, 1.0, 30.0):  # the last beyond the observation clip
+            obs = (rng.normal(size=spec.obs_dim) * scale).astype(np.float32)
+            noise = rng.normal(0, 0.3, spec.action_dim) if box else None
+            for n in (None, noise):
+                got, want = act(obs, n), _reference_act(policy, obs, n)
+                assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+                assert np.asarray(policy.act(obs, n)).tobytes() == np.asarray(want).tobytes()

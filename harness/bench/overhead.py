@@ -123,18 +123,23 @@ def record_actions(runner: TaskRunner, tasks: list[EvalTask]) -> list[list[np.nd
     """The actions the worker's policy takes in each task's episode (a first, untimed pass)."""
     episodes: list[list[np.ndarray]] = []
     policy: Any = runner.rollout.policy
-    act = policy.act
+    actor = policy.actor
 
-    def recording(obs: np.ndarray, noise: np.ndarray | None = None) -> Any:
-        action = act(obs, noise)
-        episodes[-1].append(np.array(action))
-        return action
+    def recording_actor() -> Any:
+        act = actor()
 
-    policy.act = recording
+        def recording(obs: np.ndarray, noise: np.ndarray | None = None) -> Any:
+            action = act(obs, noise)
+            episodes[-1].append(np.array(action))
+            return action
+
+        return recording
+
+    policy.actor = recording_actor
     try:
         for task in tasks:
             episodes.append([])
             runner.run(task)
     finally:
-        del policy.act
+        del policy.actor
     return episodes
