@@ -52,9 +52,10 @@ benchmark-report: venv
 test: venv
 	$(BIN)/python -m pytest -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
-# The longer end-to-end checks `make test` leaves out (4-worker determinism on process and
-# Ray, a lost Ray cluster head, check-repro with confirmations, the UMAP map); CI runs them
-# after `make test`: about 4 minutes on 2 busy cores.
+# The checks `make test` leaves out, each about 10 s or more on a slow 2-core machine (end-to-end
+# user paths, Ray clusters, SBX and the heavier RL runs, trust attacks on trained runs, the
+# reader fuzzer); CI runs them after `make test`: 26 minutes on the slowest machine met
+# (docs/testing.md).
 test-slow: venv
 	$(BIN)/python -m pytest -m slow $(XDIST) $(PYTEST_ARGS)
 
