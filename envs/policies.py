@@ -340,6 +340,8 @@ class Policy:
         self._obs_mean = np.zeros(n, dtype=_F32)
         self._obs_std = np.ones(n, dtype=_F32)
         self._normalize = False
+        #: the forward pass bound to this policy's buffers and normalisation (_forward_fn)
+        self._bound_forward: Callable[[np.ndarray], np.ndarray] | None = None
         self._clip_hi = np.full(n, spec.obs_clip, dtype=_F32)
         self._clip_lo = np.full(n, -spec.obs_clip, dtype=_F32)
         self._discrete = spec.action_kind == "discrete"
@@ -398,6 +400,7 @@ class Policy:
         self.reset()
 
     def _set_obs_stats(self, obs_mean: np.ndarray | None, obs_std: np.ndarray | None) -> None:
+        self._bound_forward = None  # the normalisation it was bound to may change
         if (obs_mean is None) != (obs_std is None):
             raise ValueError("give both obs_mean and obs_std, or neither")
         if obs_mean is None or obs_std is None:
@@ -455,7 +458,14 @@ class Policy:
         return act
 
     def _forward_fn(self) -> Callable[[np.ndarray], np.ndarray]:
-        """:meth:`forward` as a function of the observation alone (subclasses bind theirs)."""
+        """:meth:`forward` as a function of the observation alone, bound once per setting of
+        the observation statistics (:meth:`_bind_forward`)."""
+        if self._bound_forward is None:
+            self._bound_forward = self._bind_forward()
+        return self._bound_forward
+
+    def _bind_forward(self) -> Callable[[np.ndarray], np.ndarray]:
+        """The forward pass to bind (subclasses bind closures over their buffers)."""
         return self.forward
 
     def _head(self, y: np.ndarray, noise: np.ndarray | None) -> Action:
@@ -540,12 +550,12 @@ class FeedForwardPolicy(Policy):
         """Raw network output (before tanh/argmax) for one observation."""
         return self._forward_fn()(obs)
 
-    def _forward_fn(self) -> Callable[[np.ndarray], np.ndarray]:
+    def _bind_forward(self) -> Callable[[np.ndarray], np.ndarray]:
         """The forward pass as a closure over this policy's buffers and its current
         normalisation: no attribute lookups a step."""
         x, out_w, out_in, y = self._x, self._out_w, self._out_in, self._y
         mean, std, hi, lo = self._obs_mean, self._obs_std, self._clip_hi, self._clip_lo
-        normalize, hidden = self._normalize, tuple(self._hidden)
+        normalize, hidden = self._normalize, self._hidden
         activate: Any = _maximum if self._relu else _tanh
         arg = self._zero if self._relu else None
 
