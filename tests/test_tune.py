@@ -547,6 +547,7 @@ def _tune_usage(capsys: pytest.CaptureFixture[str], runs_dir: Path, *args: str) 
         (["--timesteps", "1000", "--seeds", "0", "--check-seeds", "0"], ["--check-seeds 0"]),
         ([], ["--timesteps T or --cpu-limit SEC"]),
         (["--timesteps", "1000", "--cpu-limit", "5"], ["not both"]),
+        (["--cpu-limit", "5", "--target-return", "100"], ["--target-return 100", "--timesteps"]),
         (["--timesteps", "1000", "--study", "a b"], ["--study", "'a b'"]),
         # COMMON fixes population, which the shipped optimes space samples
         (["--timesteps", "1000"], ["--set population=10", "search space"]),
@@ -729,6 +730,62 @@ def test_the_sampler_is_seeded_by_the_study_seed_and_trial_count() -> None:
 
     assert points(7) == points(7)
     assert points(7) != points(8)
+
+
+def test_a_time_to_target_study_scores_the_timesteps_to_a_confirmed_return(
+    tmp_path: Path,
+) -> None:
+    """``--target-return``: each run stops at its confirmed target, a trial's value is minus
+    the mean of its runs' confirmed timesteps (the cap, or more, for a run that never
+    confirmed), as the runs' own summaries give them; the study refuses to be continued
+    as a score study."""
+    from optuna.trial import TrialState
+
+    runs_dir, cap = tmp_path / "runs", 20_000
+    args = [
+        *COMMON,
+        "--set",
+        "confirm_episodes=5",
+        "--study",
+        GROUP,
+        "--seeds",
+        "0",
+        "1",
+        "--check-seeds",
+        "50",
+        "--timesteps",
+        str(cap),
+        "--space",
+        str(space_file(tmp_path)),
+        "--runs-dir",
+        str(runs_dir),
+    ]
+    done = harness_cli("tune", *args, "--trials", "2", "--target-return", "100")
+    assert "confirmed return 100" in done.stdout
+    study = load_study(f"sqlite:///{(runs_dir / '_tune' / 'tune.db').absolute()}")
+    assert (study.user_attrs["objective_target"], study.user_attrs["objective_cap"]) == (100, cap)
+    confirmed = 0
+    for trial in study.get_trials():
+        assert trial.state == TrialState.COMPLETE
+        values = []
+        for run_id in trial.user_attrs["runs"].values():
+            summary = json.loads((runs_dir / run_id / "summary.json").read_text())
+            reached = summary["target"]["confirmed"]
+            if reached is None:
+                values.append(-max(cap, summary["timesteps"]))
+            else:
+                confirmed += 1
+                assert summary["timesteps"] == reached["timesteps"]  # it stopped there
+                assert reached["return_mean"] >= 100
+                values.append(-reached["timesteps"])
+        assert trial.value == pytest.approx(sum(values) / len(values), rel=1e-12)
+        assert trial.intermediate_values[max(trial.intermediate_values)] == trial.value
+    assert confirmed  # CartPole confirms 100 well inside 20,000 timesteps at these settings
+    best = yaml.safe_load((runs_dir / "_tune" / NAME / "best.yaml").read_text())
+    assert best["tuning_score"] == study.best_value and "confirmed return 100" in best["objective"]
+    again = harness_cli("tune", *args, "--trials", "3", check=False)
+    assert again.returncode == 2, again.stderr
+    assert "'target_return': 100.0}, not {'timesteps': 20000}" in again.stderr
 
 
 def test_intermediate_values_wait_for_every_seed() -> None:

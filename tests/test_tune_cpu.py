@@ -215,12 +215,13 @@ def test_the_best_of_trials_all_with_too_few_evaluations_comes_with_a_warning() 
 def test_overruns_are_noted_with_the_step_granularity(tmp_path: Path) -> None:
     from harness.tune.best import best_of, checked_trials
     from harness.tune.outputs import trials_frame, usage_notes
+    from harness.tune.scores import Objective
 
     study, space = _study([(10.0, 5), (20.0, 4)], limit=10.0)
     checked, _ = checked_trials(study, space)
     frame = trials_frame(checked, 10.0)
     assert list(frame["cpu_overrun"]) == [pytest.approx(0.3)] * 2
-    plan: Any = type("Plan", (), {"budget": {"cpu_limit": 10.0}})()
+    plan: Any = type("Plan", (), {"budget": {"cpu_limit": 10.0}, "objective": Objective()})()
     notes = usage_notes(plan, checked, best_of(study, "sqlite://", "optimes", checked))
     (line,) = notes
     assert "2 run(s) used more than 10% over the 10 CPU-s limit (up to +30%" in line

@@ -172,6 +172,7 @@ def best_of(study: Any, url: str, algo: str, trials: list[tuple[Any, dict[str, A
         raise TunedError(f"study {name} in {shown(url)} records no env: {env!r:.80}")
     if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
         raise TunedError(f"study {name} in {shown(url)}: seeds {seeds!r:.80} are not integers")
+    objective = scores.Objective.from_record(record)
     done = [
         (trial, values)
         for trial, values in trials
@@ -186,7 +187,7 @@ def best_of(study: Any, url: str, algo: str, trials: list[tuple[Any, dict[str, A
     enough = [
         pair
         for pair in done
-        if scores.enough_evaluations(
+        if objective.enough(
             scores.trial_evaluations(pair[0].user_attrs, len(pair[0].intermediate_values))
         )
     ]
@@ -194,7 +195,7 @@ def best_of(study: Any, url: str, algo: str, trials: list[tuple[Any, dict[str, A
     if not enough:
         warning = (
             f"harness: warning: study {name}: no completed trial has the "
-            f"{scores.LAST_EVALUATIONS} evaluations per run its objective averages; the best "
+            f"{objective.evaluations_needed} evaluations per run its objective averages; the best "
             "is taken among trials with fewer (give a larger budget or more --evaluations)"
         )
     best, values = max(enough or done, key=lambda pair: (pair[0].value, -pair[0].number))
@@ -203,7 +204,7 @@ def best_of(study: Any, url: str, algo: str, trials: list[tuple[Any, dict[str, A
         "env": env,
         "seeds": seeds,
         "budget": str(record.get("budget", "?")),
-        "objective": str(record.get("objective", scores.OBJECTIVE)),
+        "objective": str(record.get("objective", objective.text)),
     }
     recheck = _checked_recheck(record.get("recheck"))
     if recheck is not None:

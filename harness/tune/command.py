@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Tune hyperparameters with Optuna (TPE, seeded; median pruning on each run's "
         "evaluations). Each trial x seed is an ordinary run (Sacred run directory, tagged "
-        "with the study's name as its sweep). Objective: " + scores.OBJECTIVE + "."
+        "with the study's name as its sweep). Objective: " + scores.OBJECTIVE + "; with "
+        "--target-return R, the time to a confirmed R instead (the fewest timesteps)."
     )
     parser.add_argument(
         "--algo",
@@ -90,6 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=schema.flag_type(schema.BY_NAME["cpu_limit"]),
         metavar="SEC",
         help="training CPU-seconds per trial and seed",
+    )
+    parser.add_argument(
+        "--target-return",
+        type=schema.flag_type(schema.BY_NAME["target_return"]),
+        metavar="R",
+        help="tune for speed: each run stops at a confirmed eval return R, and the objective "
+        "is minus the mean timesteps it took (the --timesteps budget, the cap, for a run that "
+        "never confirmed)",
     )
     parser.add_argument("--runs-dir", default="runs", help="Sacred FileStorage directory")
     parser.add_argument(
@@ -293,6 +302,15 @@ def build_plans(args: argparse.Namespace) -> list[StudyPlan]:
             + (" (not both)" if given else "")
         )
     budget = {given[0]: getattr(args, given[0])}
+    objective = scores.Objective()
+    if args.target_return is not None:
+        if budget.get("timesteps") is None:
+            raise UsageError(
+                f"--target-return {args.target_return:g} needs --timesteps T: the cap, the "
+                "timesteps a run that never confirms it is scored at"
+            )
+        budget["target_return"] = args.target_return
+        objective = scores.Objective(float(args.target_return), int(budget["timesteps"]))
     if args.ship_every <= 0:
         raise UsageError(
             f"--ship-every must be a positive number of seconds, got {args.ship_every}"
@@ -362,6 +380,7 @@ def build_plans(args: argparse.Namespace) -> list[StudyPlan]:
             storage_url=url,
             runs_dir=runs_dir,
             defaults=defaults,
+            objective=objective,
         )
         _check_fixed(plan, args.overrides)
         _check_configs(plan, local=args.ray_address is None)
@@ -514,7 +533,7 @@ def _tune(plan: StudyPlan, storage: Any, args: argparse.Namespace, ray: bool) ->
     study = _study(plan, storage)
     say(
         f"study {plan.name} ({shown(plan.storage_url)}): {plan.effort()}; objective: "
-        f"{scores.OBJECTIVE}"
+        f"{plan.objective.text}"
     )
     runner = StudyRunner(
         plan,

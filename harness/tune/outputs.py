@@ -95,13 +95,18 @@ def _text(value: Any) -> Any:
     return value
 
 
-def trials_frame(trials: Checked, cpu_limit: float | None = None) -> pd.DataFrame:
+def trials_frame(
+    trials: Checked,
+    cpu_limit: float | None = None,
+    objective: scores.Objective | None = None,
+) -> pd.DataFrame:
     """One row per trial (those whose records check): state, objective, how it ended, its
     runs and scores, the fewest evaluations a run made and whether that is fewer than the
     objective averages (``too_few_evaluations``), under a CPU limit each run's CPU-seconds
     and the largest overrun, and its values."""
     import pandas as pd
 
+    objective = objective or scores.Objective()
     rows = []
     for trial, values in trials:
         attrs = trial.user_attrs
@@ -115,7 +120,7 @@ def trials_frame(trials: Checked, cpu_limit: float | None = None) -> pd.DataFram
             "evaluations_reported": len(trial.intermediate_values),
             "evaluations": evaluations,
             "too_few_evaluations": trial.state.name == "COMPLETE"
-            and not scores.enough_evaluations(evaluations),
+            and not objective.enough(evaluations),
             "pruned_at_evaluation": attrs.get("pruned_at_evaluation"),
             "retry_of": trial.system_attrs.get("failed_trial"),
             "failure": attrs.get("failure"),
@@ -186,7 +191,7 @@ def report_data(
         algo=plan.algo,
         env=plan.env,
         storage=shown(plan.storage_url),
-        objective=scores.OBJECTIVE,
+        objective=plan.objective.text,
         effort=plan.effort(),
         trials=trials,
         importances=found,
@@ -213,7 +218,7 @@ def usage_notes(plan: StudyPlan, checked: Checked, tuned: Tuned | None) -> list[
         (t.number, n)
         for t, _ in checked
         if t.state.name == "COMPLETE"
-        and not scores.enough_evaluations(
+        and not plan.objective.enough(
             n := scores.trial_evaluations(t.user_attrs, len(t.intermediate_values))
         )
     ]
@@ -221,7 +226,7 @@ def usage_notes(plan: StudyPlan, checked: Checked, tuned: Tuned | None) -> list[
         shown = ", ".join(f"{number} ({n})" for number, n in few)
         text = (
             f"**Too few evaluations**: completed trial(s) {shown} had a run with fewer than the "
-            f"{scores.LAST_EVALUATIONS} evaluations the objective averages (flagged "
+            f"{plan.objective.evaluations_needed} evaluations the objective averages (flagged "
             "`too_few_evaluations` in `trials.csv`); "
         )
         if tuned is not None and tuned.warning:
@@ -268,7 +273,7 @@ def write_outputs(
 
     out = plan.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    frame = trials_frame(checked, plan.budget.get("cpu_limit"))
+    frame = trials_frame(checked, plan.budget.get("cpu_limit"), plan.objective)
     csv = out / TRIALS_FILE
     from harness.report.escape import csv_frame
 

@@ -7,12 +7,23 @@ seeds' robust scores. Its intermediate value at step i (the i-th evaluation, cou
 from 0) is the same mean taken over each run's evaluations 0..i, so the value the
 pruner compares at the last step is the objective itself; a run that ended with
 fewer evaluations contributes its final score to later steps.
+
+With a target return R (``harness tune --target-return R``) the study tunes for speed
+instead (:class:`Objective`): a run's value is minus the timesteps it took to a
+*confirmed* R (the runner's ``target_return``: a crossing confirmed on fresh episodes),
+or minus its timestep budget, the cap, when it never confirmed (minus the timesteps it
+ran where its last generation went past the cap); the trial's value is the
+mean over its seeds. Harness studies maximise, so the fewer timesteps, the higher. The
+value at evaluation i is minus the timesteps of that evaluation while a run goes on (the
+fewest it can still take), its final value once it has ended: a trial still short of the
+target when the median trial had confirmed is pruned.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -129,12 +140,6 @@ def trial_evaluations(attrs: Mapping[str, Any], reported: int) -> int:
     return reported
 
 
-def enough_evaluations(evaluations: int) -> bool:
-    """Whether a run with this many evaluations has the :data:`LAST_EVALUATIONS` the
-    objective averages."""
-    return evaluations >= LAST_EVALUATIONS
-
-
 def cpu_overruns(attrs: Mapping[str, Any], limit: float) -> list[dict[str, Any]]:
     """Each run of a trial (its ``usage``) over its CPU ``limit`` by more than
     :data:`CPU_OVERRUN_WARN`: seed, CPU-seconds used, the share over, the CPU-seconds of
@@ -192,18 +197,29 @@ def robust_score(values: Sequence[float]) -> float | None:
     return float(sum(tail) / len(tail))
 
 
-def trial_value(per_seed: Sequence[Sequence[float]]) -> float | None:
-    """The objective: the mean of the seeds' robust scores (None if one has none)."""
-    scores = [robust_score(values) for values in per_seed]
+RunValue = Callable[[Sequence[float]], float | None]
+
+
+def trial_value(
+    per_seed: Sequence[Sequence[float]], run_value: RunValue = robust_score
+) -> float | None:
+    """The objective: the mean of the seeds' ``run_value`` (by default the robust score;
+    None if one has none)."""
+    scores = [run_value(values) for values in per_seed]
     if not scores or any(score is None for score in scores):
         return None
     return float(sum(s for s in scores if s is not None) / len(scores))
 
 
-def intermediate(per_seed: Sequence[tuple[Sequence[float], bool]], step: int) -> float | None:
+def intermediate(
+    per_seed: Sequence[tuple[Sequence[float], bool]],
+    step: int,
+    run_value: RunValue = robust_score,
+) -> float | None:
     """The value at evaluation ``step``, or None while a running seed has not reached it.
 
-    ``per_seed``: each run's evaluations so far and whether the run has ended.
+    ``per_seed``: each run's series so far (:meth:`Objective.series`) and whether the run
+    has ended.
     """
     if all(len(values) <= step for values, _ in per_seed):
         return None  # no run has reached this step (and ended runs never will)
@@ -215,4 +231,111 @@ def intermediate(per_seed: Sequence[tuple[Sequence[float], bool]], step: int) ->
             upto.append(values)
         else:
             return None
-    return trial_value(upto)
+    return trial_value(upto, run_value)
+
+
+def last_value(values: Sequence[float]) -> float | None:
+    """A time-to-target run's value: the last of its series (None: none yet)."""
+    return float(values[-1]) if values else None
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a study maximises: the robust score, or with ``target`` the time to it (see
+    the module docstring; ``cap``: the runs' timestep budget)."""
+
+    target: float | None = None
+    cap: int | None = None
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Objective:
+        """The objective a study's user attributes record (the score where they name
+        none, or name it in a form this version does not read)."""
+        target, cap = record.get("objective_target"), record.get("objective_cap")
+        if (
+            isinstance(target, (int, float))
+            and not isinstance(target, bool)
+            and math.isfinite(target)
+            and isinstance(cap, int)
+            and not isinstance(cap, bool)
+            and cap > 0
+        ):
+            return cls(float(target), cap)
+        return cls()
+
+    @property
+    def to_target(self) -> bool:
+        """Whether this is a time-to-target objective."""
+        return self.target is not None
+
+    @property
+    def text(self) -> str:
+        """The objective in words (printed, recorded in the study, quoted by its report)."""
+        if self.target is None:
+            return OBJECTIVE
+        return (
+            f"minus the mean over the trial's seeds of the timesteps each run took to a "
+            f"confirmed return {self.target:g} (its budget, {self.cap:,}, if it never "
+            "confirmed): higher is fewer timesteps"
+        )
+
+    def record(self) -> dict[str, Any]:
+        """The study's user attributes for this objective."""
+        return {"objective": self.text, "objective_target": self.target, "objective_cap": self.cap}
+
+    @property
+    def evaluations_needed(self) -> int:
+        """Evaluations a run needs for its value to be what the objective means."""
+        return 1 if self.to_target else LAST_EVALUATIONS
+
+    def enough(self, evaluations: int) -> bool:
+        """Whether a run with this many evaluations has what the objective needs."""
+        return evaluations >= self.evaluations_needed
+
+    def series(self, run_dir: Path) -> list[float]:
+        """A run's values so far, one per evaluation (see the module docstring)."""
+        if self.target is None:
+            return read_returns(run_dir)
+        try:
+            metrics = rundir.read_metrics(run_dir)
+        except (rundir.UnreadableRun, OSError):
+            return []
+        series = metrics.get("eval_timesteps") or {}
+        steps = series.get("values") if isinstance(series, dict) else None
+        values = [-float(t) for t in steps or [] if isinstance(t, (int, float))]
+        final = self._final(run_dir)
+        if final is not None:
+            values[-1:] = [final]
+        return values
+
+    def _final(self, run_dir: Path) -> float | None:
+        """An ended run's value from its ``summary.json``: minus its confirmed timesteps,
+        else minus the cap or the timesteps it ran, the more (None while it has no
+        summary)."""
+        try:
+            summary = rundir.read_json(run_dir / rundir.SUMMARY)
+        except (rundir.UnreadableRun, OSError):
+            return None
+        target = summary.get("target") if isinstance(summary, dict) else None
+        confirmed = target.get("confirmed") if isinstance(target, dict) else None
+        reached = confirmed.get("timesteps") if isinstance(confirmed, dict) else None
+        if isinstance(reached, (int, float)) and not isinstance(reached, bool):
+            return -float(reached)
+        # never confirmed: no better than a run that confirmed on its last step past the cap
+        used = summary.get("timesteps") if isinstance(summary, dict) else None
+        ran = float(used) if isinstance(used, (int, float)) and not isinstance(used, bool) else 0
+        return -max(float(self.cap or 0), ran)
+
+    def run_value(self, values: Sequence[float]) -> float | None:
+        """A run's value from its series."""
+        return last_value(values) if self.to_target else robust_score(values)
+
+    def trial_value(self, per_seed: Sequence[Sequence[float]]) -> float | None:
+        """A trial's value from its runs' series."""
+        return trial_value(per_seed, self.run_value)
+
+    def intermediate(
+        self, per_seed: Sequence[tuple[Sequence[float], bool]], step: int
+    ) -> float | None:
+        """A trial's value at evaluation ``step`` (see :func:`intermediate`)."""
+        return intermediate(per_seed, step, self.run_value)

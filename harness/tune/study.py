@@ -103,6 +103,8 @@ class StudyPlan:
     runs_dir: Path
     #: ``--defaults FILE``: a defaults file of the user's own (absolute path), or None
     defaults: str | None = None
+    #: what the trials maximise (``--target-return``: time to a confirmed return)
+    objective: scores.Objective = field(default_factory=scores.Objective)
 
     @property
     def name(self) -> str:
@@ -132,7 +134,7 @@ class StudyPlan:
             "space_source": self.space.source,
             "set": list(self.common),
             "imports": list(self.imports),
-            "objective": scores.OBJECTIVE,
+            **self.objective.record(),
             "group": self.group,
             "group_algorithms": list(self.algorithms),
             "budget": self.effort(),
@@ -302,11 +304,12 @@ class StudyRunner:
         while True:
             ended = not runner.running()
             runner.locate()
+            objective = self.plan.objective
             per_seed = [
-                (scores.read_returns(job.run_dir) if job.run_dir else [], job.ended.is_set())
+                (objective.series(job.run_dir) if job.run_dir else [], job.ended.is_set())
                 for job in jobs
             ]
-            while (value := scores.intermediate(per_seed, step)) is not None:
+            while (value := objective.intermediate(per_seed, step)) is not None:
                 trial.report(value, step)
                 prune = trial.should_prune()
                 step += 1
@@ -338,9 +341,10 @@ class StudyRunner:
         statuses = {job.seed: job.outcome.status if job.outcome else "CRASHED" for job in jobs}
         runs = {str(job.seed): job.run_dir.name for job in jobs if job.run_dir is not None}
         trial.set_user_attr("runs", runs)
-        returns = [scores.read_returns(job.run_dir) if job.run_dir else [] for job in jobs]
+        objective = self.plan.objective
+        returns = [objective.series(job.run_dir) if job.run_dir else [] for job in jobs]
         seed_scores = {
-            str(job.seed): scores.robust_score(r) for job, r in zip(jobs, returns, strict=True)
+            str(job.seed): objective.run_value(r) for job, r in zip(jobs, returns, strict=True)
         }
         trial.set_user_attr("scores", seed_scores)
         usage = {str(job.seed): scores.run_usage(job.run_dir) for job in jobs if job.run_dir}
@@ -358,7 +362,7 @@ class StudyRunner:
         if self.stopping.is_set() and not completed:
             self._requeue(study, trial, values)
             return
-        value = scores.trial_value(returns) if completed else None
+        value = objective.trial_value(returns) if completed else None
         if value is None or not math.isfinite(value):
             failed = [
                 f"seed {job.seed}: {statuses[job.seed]}"
@@ -372,16 +376,18 @@ class StudyRunner:
             return
         study.tell(trial, value)
         shown_scores = " ".join(
-            f"{seed}:{score:.1f}" for seed, score in seed_scores.items() if score is not None
+            f"{seed}:{score:{',.0f' if objective.to_target else '.1f'}}"
+            for seed, score in seed_scores.items()
+            if score is not None
         )
         self._result(
             trial.number, "COMPLETE", value, values, f"seeds {shown_scores}{notes}", started
         )
         evaluations = scores.trial_evaluations({"usage": usage}, 0)
-        if not scores.enough_evaluations(evaluations):
+        if not objective.enough(evaluations):
             self.warn(
                 f"{self.plan.name} trial {trial.number}: a run made {evaluations} "
-                f"evaluation(s), fewer than the {scores.LAST_EVALUATIONS} the objective "
+                f"evaluation(s), fewer than the {objective.evaluations_needed} the objective "
                 "averages: flagged, and not taken as the best trial while another has enough"
             )
 
@@ -511,7 +517,8 @@ class StudyRunner:
         finally:
             if isinstance(runner, RayCells):
                 runner.release()
-        returns = [scores.read_returns(job.run_dir) if job.run_dir else [] for job in jobs]
+        objective = self.plan.objective
+        returns = [objective.series(job.run_dir) if job.run_dir else [] for job in jobs]
         completed = all(job.outcome and job.outcome.status == "COMPLETED" for job in jobs)
         record: dict[str, Any] = {
             "trial": best.trial,
@@ -520,9 +527,9 @@ class StudyRunner:
             "runs_dir": str(self.plan.runs_dir.resolve()),
             "runs": {str(j.seed): j.run_dir.name for j in jobs if j.run_dir is not None},
             "scores": {
-                str(j.seed): scores.robust_score(r) for j, r in zip(jobs, returns, strict=True)
+                str(j.seed): objective.run_value(r) for j, r in zip(jobs, returns, strict=True)
             },
-            "score": scores.trial_value(returns) if completed else None,
+            "score": objective.trial_value(returns) if completed else None,
         }
         if not completed:
             record["failure"] = "; ".join(
