@@ -158,3 +158,28 @@ def test_the_benchmark_runs_its_equal_compute_cells_as_pairs(tmp_path: Path) -> 
     path.write_text(BENCH + "      cpu_limit: 100\n")
     with pytest.raises(BenchmarkError, match="paired cells take their partner's CPU-seconds"):
         load_benchmark(path)
+
+
+@pytest.mark.slow
+def test_a_report_archives_a_pair_once_while_the_other_pairs_wait(tmp_path: Path) -> None:
+    """The lead of a finished pair stands in for the missing lead of another pair only
+    while it is not archived already: reporting the same runs twice archives each once."""
+    from harness import rundir
+    from tests.conftest import harness_cli
+
+    path = tmp_path / "bench.yaml"
+    path.write_text(BENCH.replace("seeds: [100, 101]", "seeds: [100]"))
+    runs, out = tmp_path / "runs", tmp_path / "report"
+    harness_cli("benchmark", "run", "--file", str(path), "--runs-dir", str(runs),
+                "--algo", "optimes", "--no-progress")  # fmt: skip
+    summary = str(tmp_path / "BENCHMARK.md")
+    report = ["benchmark", "report", "--file", str(path), "--runs-dir", str(runs),
+              "--out", str(out), "--resamples", "100", "--summary", summary]  # fmt: skip
+    for _ in range(2):
+        harness_cli(*report)
+        archived = rundir.scan_runs(rundir.extract_run_archive(out / "cartpole" / "runs.tar.xz"))
+        made = [
+            (h.config["algo"], h.config.get("paired_with"), h.run["start_time"]) for h in archived
+        ]
+        assert len(made) == len(set(made)), made
+        assert ("ppo", "optimes") in {(algo, partner) for algo, partner, _ in made}

@@ -83,7 +83,7 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
     for task_index, task in enumerate(bench.tasks):
         archive = out / task_slug(task.env) / ARCHIVE
         archived = archived_runs(archive)
-        chosen: list[Path] = []
+        chosen: list[rundir.RunHeader] = []
         waiting: set[tuple[str, int, bool]] = set()
         for cell in bench.sweep.cells:
             if bench._task_index[cell.index] != task_index:
@@ -91,7 +91,7 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
             identity = cell_identity(cell.config)
             found = next(
                 (
-                    h.path
+                    h
                     for source in (fresh, archived)
                     for h in source
                     if h.status == "COMPLETED" and same_cell(identity, cell_identity(h.config))
@@ -104,19 +104,21 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
             else:
                 chosen.append(found)
         chosen += [
-            h.path
+            h
             for h in archived
-            if h.status == "COMPLETED" and h.path not in chosen and _cell_key(h.config) in waiting
+            if h.status == "COMPLETED"
+            and _cell_key(h.config) in waiting
+            and not any(_same_run(h, c) for c in chosen)
         ]
         if runs_dir is None or not chosen:
             continue
-        if chosen == [h.path for h in archived if h.status == "COMPLETED"]:
+        if [h.path for h in chosen] == [h.path for h in archived if h.status == "COMPLETED"]:
             continue  # the same runs in the same order: the same bytes (xz of ~100 MB: minutes)
         with tempfile.TemporaryDirectory(prefix="harness-benchmark-") as staging:
             numbered = []
-            for number, path in enumerate(chosen, start=1):
+            for number, header in enumerate(chosen, start=1):
                 target = Path(staging) / str(number)
-                shutil.copytree(path, target, ignore=_not_archived)
+                shutil.copytree(header.path, target, ignore=_not_archived)
                 numbered.append(target)
             rundir.write_run_archive(numbered, archive)
     return missing
@@ -127,6 +129,12 @@ def _cell_key(config: dict[str, Any]) -> tuple[str, int, bool]:
     equal-compute cell (``cpu_limit``, or one side of a pair)."""
     equal = bool(config.get("cpu_limit") or config.get("paired_with"))
     return (str(config.get("algo")), int(config.get("seed") or 0), equal)
+
+
+def _same_run(a: rundir.RunHeader, b: rundir.RunHeader) -> bool:
+    """Whether two records are one run: a copy archived earlier, and the run itself
+    (chosen for another cell, from the runs directory)."""
+    return a.config == b.config and a.run.get("start_time") == b.run.get("start_time")
 
 
 def _not_archived(folder: str, names: list[str]) -> list[str]:
