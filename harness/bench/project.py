@@ -710,10 +710,11 @@ def rl_point(
     envs = workers if envs_grow else min(workers, costs.n_envs)
     serial_rollout = float(costs.rollout_s[:step].sum()) * costs.parallel_envs
     episode_work, messages, machine = serial_rollout / envs, 0.0, assumptions.machine
-    if workers > 1 and machine is not None:
-        # the head sends and awaits every env's step in turn; where the env step was measured
-        # (its env), only the env steps spread over the env processes, the policy and the
-        # buffer staying in the head
+    if envs > 1 and machine is not None:
+        # env processes only from two envs on (algorithms/sb3.py steps one env in the head,
+        # DummyVecEnv): the head sends and awaits every env's step in turn; where the env
+        # step was measured (its env), only the env steps spread over the env processes,
+        # the policy and the buffer staying in the head
         steps_taken = float(np.nan_to_num(costs.timesteps[step - 1]))
         messages = steps_taken * machine.subproc_message_s
         if machine.env == costs.gym_id:
