@@ -52,6 +52,8 @@ class TuneReport:
     env: str
     storage: str
     objective: str
+    #: the objective on the history figure's axis
+    objective_axis: str
     effort: str
     trials: list[TrialRow]
     importances: dict[str, float]
@@ -123,7 +125,7 @@ def history_figure(report: TuneReport) -> Any:
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial number")
-    ax.set_ylabel("objective (mean over seeds of the\nmean of the last 3 evaluations)")
+    ax.set_ylabel(report.objective_axis)
     ax.legend(fontsize=8, loc="best")
     counts = ", ".join(
         f"{sum(t.state == s for t in report.trials)} {s.lower()}"

@@ -192,6 +192,7 @@ def report_data(
         env=plan.env,
         storage=shown(plan.storage_url),
         objective=plan.objective.text,
+        objective_axis=plan.objective.axis,
         effort=plan.effort(),
         trials=trials,
         importances=found,

@@ -279,6 +279,13 @@ class Objective:
             "confirmed): higher is fewer timesteps"
         )
 
+    @property
+    def axis(self) -> str:
+        """The objective in two lines, for a figure's axis."""
+        if self.target is None:
+            return "objective (mean over seeds of the\nmean of the last 3 evaluations)"
+        return f"objective (minus the mean timesteps\nto a confirmed return {self.target:g})"
+
     def record(self) -> dict[str, Any]:
         """The study's user attributes for this objective."""
         return {"objective": self.text, "objective_target": self.target, "objective_cap": self.cap}
