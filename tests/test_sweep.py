@@ -24,7 +24,7 @@ EXPERIMENTS = ROOT / "experiments"
 #: (tests/test_benchmark_fairness.py), and the tuning files: search spaces and the
 #: equal-effort study (tests/test_tune.py).
 NOT_SWEEPS = ("defaults.yaml", "anchors.yaml", "benchmark.yaml", "provenance.yaml")
-NOT_SWEEPS += ("search_spaces.yaml", "tune_lander.yaml")
+NOT_SWEEPS += ("search_spaces.yaml", "lander_speed_spaces.yaml", "tune_lander.yaml")
 SHIPPED = sorted(path.stem for path in EXPERIMENTS.glob("*.yaml") if path.name not in NOT_SWEEPS)
 
 
