@@ -302,7 +302,6 @@ def build_plans(args: argparse.Namespace) -> list[StudyPlan]:
             + (" (not both)" if given else "")
         )
     budget = {given[0]: getattr(args, given[0])}
-    objective = scores.Objective()
     if args.target_return is not None:
         if budget.get("timesteps") is None:
             raise UsageError(
@@ -310,7 +309,6 @@ def build_plans(args: argparse.Namespace) -> list[StudyPlan]:
                 "timesteps a run that never confirms it is scored at"
             )
         budget["target_return"] = args.target_return
-        objective = scores.Objective(float(args.target_return), int(budget["timesteps"]))
     if args.ship_every <= 0:
         raise UsageError(
             f"--ship-every must be a positive number of seconds, got {args.ship_every}"
@@ -380,7 +378,6 @@ def build_plans(args: argparse.Namespace) -> list[StudyPlan]:
             storage_url=url,
             runs_dir=runs_dir,
             defaults=defaults,
-            objective=objective,
         )
         _check_fixed(plan, args.overrides)
         _check_configs(plan, local=args.ray_address is None)

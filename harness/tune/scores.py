@@ -234,11 +234,6 @@ def intermediate(
     return trial_value(upto, run_value)
 
 
-def last_value(values: Sequence[float]) -> float | None:
-    """A time-to-target run's value: the last of its series (None: none yet)."""
-    return float(values[-1]) if values else None
-
-
 @dataclass(frozen=True)
 class Objective:
     """What a study maximises: the robust score, or with ``target`` the time to it (see
@@ -246,6 +241,13 @@ class Objective:
 
     target: float | None = None
     cap: int | None = None
+
+    @classmethod
+    def for_budget(cls, budget: Mapping[str, Any]) -> Objective:
+        """The objective of runs with this budget: the time to its ``target_return`` where
+        it has one (capped at its ``timesteps``), else the score."""
+        target = budget.get("target_return")
+        return cls() if target is None else cls(float(target), int(budget["timesteps"]))
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Objective:
@@ -334,8 +336,10 @@ class Objective:
         return -max(float(self.cap or 0), ran)
 
     def run_value(self, values: Sequence[float]) -> float | None:
-        """A run's value from its series."""
-        return last_value(values) if self.to_target else robust_score(values)
+        """A run's value from its series: the last (time to target) or the robust score."""
+        if not self.to_target:
+            return robust_score(values)
+        return float(values[-1]) if values else None
 
     def trial_value(self, per_seed: Sequence[Sequence[float]]) -> float | None:
         """A trial's value from its runs' series."""

@@ -103,12 +103,16 @@ class StudyPlan:
     runs_dir: Path
     #: ``--defaults FILE``: a defaults file of the user's own (absolute path), or None
     defaults: str | None = None
-    #: what the trials maximise (``--target-return``: time to a confirmed return)
-    objective: scores.Objective = field(default_factory=scores.Objective)
 
     @property
     def name(self) -> str:
         return study_name(self.group, self.algo)
+
+    @property
+    def objective(self) -> scores.Objective:
+        """What the trials maximise: with a ``target_return`` in the budget
+        (``--target-return``), the time to it."""
+        return scores.Objective.for_budget(self.budget)
 
     @property
     def check_tag(self) -> str:
