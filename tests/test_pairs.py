@@ -103,6 +103,30 @@ def test_a_pair_runs_side_by_side_and_resumes_as_a_pair(
         assert len(cores[0]) == len(cores[1]) == 1 and cores[0] != cores[1]
 
 
+def test_half_a_pair_done_is_not_done(tmp_path: Path) -> None:
+    sweep = load_sweep(_rewrite(pair_sweep(tmp_path), "seed: [0]", "seed: [0, 1]"))
+    assert sweep.pairs == [(0, 1), (2, 3)]
+    assert sweep.whole_pairs({0, 1, 2}) == {0, 1}
+    assert sweep.whole_pairs({1, 3}) == set()
+
+
+@pytest.mark.slow
+def test_a_pair_whose_follower_did_not_complete_runs_again_as_a_pair(tmp_path: Path) -> None:
+    sweep = load_sweep(pair_sweep(tmp_path))
+    runs = tmp_path / "runs"
+    first = run_sweep(sweep, runs, progress=False)
+    assert [o.status for o in first.outcomes] == ["COMPLETED"] * 2
+    follower_run = runs / str(first.outcomes[1].run_id)
+    record = json.loads((follower_run / "run.json").read_text())
+    (follower_run / "run.json").write_text(json.dumps({**record, "status": "FAILED"}))
+    again = run_sweep(sweep, runs, progress=False)
+    assert [(o.action, o.status) for o in again.outcomes] == [("ran", "COMPLETED")] * 2
+    lead_run = again.outcomes[0].run_id
+    assert lead_run != first.outcomes[0].run_id  # a new lead beside the new follower
+    assert summary_of(runs, again.outcomes[1].run_id)["pair"]["partner_run"] == lead_run
+    assert (runs / str(first.outcomes[0].run_id) / "summary.json").is_file()  # nothing lost
+
+
 def test_a_paired_run_alone_is_refused(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     command = [sys.executable, "-m", "harness.cli", "run", "--algo", "optimes"]

@@ -66,7 +66,8 @@ def _matching(cell: Cell, headers: Iterable[rundir.RunHeader]) -> list[rundir.Ru
 
 
 def archived_completed(bench: Benchmark, out: Path) -> dict[int, Path]:
-    """Cell index -> its completed run in the committed archives under ``out``."""
+    """Cell index -> its completed run in the committed archives under ``out``; a pair's
+    cell only with its partner's (a half-done pair runs again as a pair)."""
     found: dict[int, Path] = {}
     for task in bench.tasks:
         headers = [
@@ -79,7 +80,8 @@ def archived_completed(bench: Benchmark, out: Path) -> dict[int, Path]:
                 match = _matching(cell, headers)
                 if match:
                     found[cell.index] = match[0].path
-    return found
+    whole = bench.sweep.whole_pairs(found)
+    return {index: path for index, path in found.items() if index in whole}
 
 
 def progress(run_dir: Path) -> float:

@@ -68,8 +68,9 @@ BOOTSTRAP_SEED = 0
 def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict[str, list[str]]:
     """Write each task's archive: its completed cells from ``runs_dir``, else those archived.
 
-    A cell completed in ``runs_dir`` replaces its archived copy; a cell archived
-    earlier (another machine, another session) and absent from ``runs_dir`` is kept.
+    A cell completed in ``runs_dir`` (its newest run there) replaces its archived copy; a
+    cell archived earlier (another machine, another session) and absent from ``runs_dir``
+    is kept.
     An archived run whose cell's settings changed since it ran stays too, after the
     cells, while its cell (algorithm, seed, budget kind) is missing: the page shows it
     labelled until the cell runs again, and no archived record is lost before then.
@@ -78,7 +79,8 @@ def refresh_archives(bench: Benchmark, runs_dir: Path | None, out: Path) -> dict
     """
     from harness.sweep.store import completed_runs
 
-    fresh = completed_runs(runs_dir) if runs_dir is not None else []
+    # newest first: a cell run again (a pair's lead beside a new follower) is its newest run
+    fresh = completed_runs(runs_dir)[::-1] if runs_dir is not None else []
     missing: dict[str, list[str]] = {}
     for task_index, task in enumerate(bench.tasks):
         archive = out / task_slug(task.env) / ARCHIVE

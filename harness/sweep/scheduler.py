@@ -273,19 +273,21 @@ def run_pair(
     sweep_name: str,
     cores: _Cores,
     attempt: Callable[[Cell, Placement], CellOutcome],
+    lead_afresh: bool = False,
 ) -> list[CellOutcome]:
     """Run an equal-compute pair side by side, each on a core of its own where two are free:
     the lead to its budget, the follower to the lead's CPU-seconds (:mod:`harness.pairing`).
 
     Each side is run, resumed or skipped as a lone cell would be (their locks held). A lead
     completed earlier gives its recorded CPU-seconds at once; a lead that ends otherwise
-    tells the follower to stop (interrupted, so the pair resumes together).
+    tells the follower to stop (interrupted, so the pair resumes together). With
+    ``lead_afresh`` the lead runs again beside a follower that has no run to go on with.
     """
     from harness.pairing import PAIR_FILE_ENV, LeadState, write_state
 
     path = pair_file_of(runs_dir, sweep_name, lead, follower)
     path.unlink(missing_ok=True)  # a stale state of an earlier attempt must not pace this one
-    done = find_completed(lead, completed_runs(runs_dir))
+    done = None if lead_afresh else find_completed(lead, completed_runs(runs_dir))
     if done is not None:
         summary = rundir.read_json(runs_dir / done / rundir.SUMMARY)
         write_state(path, LeadState(float(summary["cpu_seconds"]), done=True, run_id=done))
@@ -313,19 +315,24 @@ def run_sweep(
 
     With ``resume``, a cell whose last run was INTERRUPTED (or is RUNNING with
     its process gone) and left a checkpoint continues that run with
-    ``harness resume``; FAILED runs and runs without a checkpoint run afresh.
+    ``harness resume``; FAILED runs and runs without a checkpoint run afresh. A pair's
+    completed half runs again beside its partner where that has no run to go on with.
     """
     runs_dir.mkdir(parents=True, exist_ok=True)
     log_dir = runs_dir / BOOKKEEPING_DIR / sweep.name / "logs"
     done = completed_runs(runs_dir, warn_damaged)
     outcomes: dict[int, CellOutcome] = {}
-    todo: list[Cell] = []
     for cell in sweep.cells:
         existing = find_completed(cell, done, warn_damaged)
         if existing is not None:
             outcomes[cell.index] = CellOutcome(cell, "skipped", "COMPLETED", existing)
-        else:
-            todo.append(cell)
+    cells = {cell.index: cell for cell in sweep.cells}
+    afresh: set[int] = set()  # completed halves of pairs that run again beside a new partner
+    for index in set(outcomes) - sweep.whole_pairs(outcomes):
+        if not (resume and resumable_run(runs_dir, cells[sweep.partner_of(index)])):
+            del outcomes[index]
+            afresh.add(index)
+    todo = [cell for cell in sweep.cells if cell.index not in outcomes]
     # tqdm's own rate assumes every cell costs what the finished ones did: the bar shows
     # the estimator's ETA instead (harness.sweep.estimate). Not on a terminal: plain lines
     # at a low rate (harness.progress).
@@ -358,7 +365,7 @@ def run_sweep(
         if children.stopping:
             return CellOutcome(cell, "ran", "INTERRUPTED", detail="sweep interrupted")
         # Another sweep may have completed this cell while we waited for the lock.
-        again = find_completed(cell, completed_runs(runs_dir))
+        again = None if cell.index in afresh else find_completed(cell, completed_runs(runs_dir))
         if again is not None:
             return CellOutcome(cell, "skipped", "COMPLETED", again)
         interrupted = resumable_run(runs_dir, cell) if resume else None
@@ -382,7 +389,9 @@ def run_sweep(
     def attempt_pair(lead: Cell, follower: Cell) -> list[CellOutcome]:
         started[lead.index] = started[follower.index] = time.monotonic()
         with cell_lock(runs_dir, lead.key), cell_lock(runs_dir, follower.key):
-            return run_pair(lead, follower, runs_dir, sweep.name, cores, attempt_locked)
+            return run_pair(
+                lead, follower, runs_dir, sweep.name, cores, attempt_locked, lead.index in afresh
+            )
 
     by_index = {cell.index: cell for cell in todo}
     paired = [

@@ -14,6 +14,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,21 @@ class Sweep:
     jobs: int = 1
     #: equal-compute pairs (harness.pairing): (lead, follower) cell indices, run side by side
     pairs: list[tuple[int, int]] = field(default_factory=list)
+
+    def partner_of(self, index: int) -> int:
+        """The other cell of the pair that holds cell ``index``."""
+        return next(b if a == index else a for a, b in self.pairs if index in (a, b))
+
+    def whole_pairs(self, completed: Iterable[int]) -> set[int]:
+        """The ``completed`` cell indices less each half of a pair whose other half is not
+        completed: a pair's two runs share one machine and one time, so a half-done pair
+        (its follower's settings changed, or it failed) runs again as a whole, unless the
+        missing half has a run of its own to resume (:func:`harness.sweep.run_sweep`)."""
+        done = set(completed)
+        for lead, follower in self.pairs:
+            if (lead in done) != (follower in done):
+                done -= {lead, follower}
+        return done
 
 
 def _as_list(value: Any, key: str, path: Path, lists: bool = False) -> list[Any]:
