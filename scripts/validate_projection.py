@@ -13,6 +13,19 @@ and compares it with what that run measured, term by term::
         --seeds 100 101 102 --workers 1 2 --runs-dir runs/validate
     python scripts/validate_projection.py runs/validate --out runs/validate/projection.md
 
+To hold a prediction out of sight of the measurement it is checked against, write it
+first, from the base runs alone, and commit it; then run the other W and compare::
+
+    harness bench solve --algo cma --env Hopper-v5 --target 911 --seeds 100 101 102 \
+        --workers 1 --runs-dir runs/heldout
+    python scripts/validate_projection.py runs/heldout --predict predictions.json
+    harness bench solve --algo cma --env Hopper-v5 --target 911 --seeds 100 101 102 \
+        --workers 2 --runs-dir runs/heldout
+    python scripts/validate_projection.py runs/heldout --predictions predictions.json
+
+A predictions file records the model's version (:data:`harness.bench.project.MODEL_VERSION`)
+and the commit it ran at; a comparison with predictions of another model version is refused.
+
 The table (Markdown, printed and written to ``--out``; ``--json`` keeps every number) has,
 per pair: the steps to the target at both W (the ES family's are equal by determinism,
 PPO/A2C's too), the base run's measured time and the model at the base W (how well the
@@ -26,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,41 +71,71 @@ def pairs(
     ]
 
 
-def compare(
-    base: project.RunCosts, other: project.RunCosts, assumptions: project.Assumptions
+def _commit() -> str:
+    """The checkout's commit, "+changes" where files differ from it."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=root)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "HEAD") or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _key(item: dict[str, Any]) -> tuple[str, str, int, float]:
+    return (item["env"], item["algo"], int(item["seed"]), float(item["target"]))
+
+
+def predict(
+    base: project.RunCosts, workers: int, assumptions: project.Assumptions
 ) -> dict[str, Any] | None:
-    """One pair's prediction and measurement, or None when either run missed its target."""
+    """The time to its confirmed target a run like ``base`` would take on ``workers``
+    workers, from ``base``'s records alone; None when ``base`` missed its target."""
     if base.target_return is None:
         return None
-    target = base.target_return
-    step, step_other = project.reached_step(base, target), project.reached_step(other, target)
-    if step is None or step_other is None:
+    step = project.reached_step(base, base.target_return)
+    if step is None:
         return None
-    at_base = project.point(base, step, base.workers, assumptions)
-    predicted = project.point(base, step, other.workers, assumptions)
-    measured = project.measured_seconds(other, step_other)
-    parts = other.parts.get(step_other, {})
-    row: dict[str, Any] = {
+    predicted = project.point(base, step, workers, assumptions)
+    return {
         "env": base.env,
         "algo": base.algo,
         "seed": base.seed,
-        "target": target,
-        "steps": [step, step_other],
+        "target": base.target_return,
+        "step": step,
         "base_workers": base.workers,
-        "other_workers": other.workers,
+        "other_workers": workers,
         "base_measured_s": project.measured_seconds(base, step),
-        "base_model_s": at_base.seconds,
-        "measured_s": measured,
+        "base_model_s": project.point(base, step, base.workers, assumptions).seconds,
         "predicted_s": predicted.seconds,
-        "error": (predicted.seconds - measured) / measured if measured else None,
-        "parts": {},
+        "parts": {
+            name: sum(predicted.terms[t] for t in terms) for name, (terms, _) in PARTS.items()
+        },
     }
-    for name, (terms, measured_parts) in PARTS.items():
-        row["parts"][name] = {
-            "predicted": sum(predicted.terms[t] for t in terms),
-            "measured": sum(parts.get(p, 0.0) for p in measured_parts),
-        }
-    return row
+
+
+def compare(prediction: dict[str, Any], other: project.RunCosts) -> dict[str, Any] | None:
+    """A prediction beside what the run it predicts measured, or None where that run
+    missed its target."""
+    step_other = project.reached_step(other, prediction["target"])
+    if step_other is None:
+        return None
+    measured = project.measured_seconds(other, step_other)
+    parts = other.parts.get(step_other, {})
+    return {
+        **{k: v for k, v in prediction.items() if k not in ("step", "parts")},
+        "steps": [prediction["step"], step_other],
+        "measured_s": measured,
+        "error": (prediction["predicted_s"] - measured) / measured if measured else None,
+        "parts": {
+            name: {
+                "predicted": prediction["parts"][name],
+                "measured": sum(parts.get(p, 0.0) for p in measured_parts),
+            }
+            for name, (_, measured_parts) in PARTS.items()
+        },
+    }
 
 
 def markdown(rows: list[dict[str, Any]], assumptions: project.Assumptions) -> str:
@@ -145,6 +189,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     parser.add_argument("--json", type=Path, default=None, help="also write every number here")
     parser.add_argument(
+        "--predict",
+        type=Path,
+        default=None,
+        help="only predict the other W from the base runs, and write the predictions here",
+    )
+    parser.add_argument(
+        "--predictions",
+        type=Path,
+        default=None,
+        help="compare the other W's runs with the predictions written earlier by --predict",
+    )
+    parser.add_argument(
         "--machine",
         type=Path,
         default=project.MACHINE_COSTS,
@@ -165,10 +221,51 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for run, reason in skipped:
         print(f"skipped {run}: {reason}", file=sys.stderr)
+    if args.predict is not None:
+        predictions = [
+            prediction
+            for c in sorted(costs, key=lambda c: (c.env, c.algo, c.seed))
+            if c.workers == args.base and not c.mixed_workers
+            if (prediction := predict(c, args.at, assumptions)) is not None
+        ]
+        args.predict.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "model_version": project.MODEL_VERSION,
+            "commit": _commit(),
+            "assumptions": assumptions.lines(),
+            "predictions": predictions,
+        }
+        args.predict.write_text(json.dumps(record, indent=2) + "\n")
+        for item in predictions:
+            base_s = item["base_measured_s"]
+            print(
+                f"{item['env']} {item['algo']} seed {item['seed']}: W={args.at} predicted "
+                f"{item['predicted_s']:.1f} s (W={args.base} measured "
+                + (f"{base_s:.1f} s)" if base_s is not None else "—)")
+            )
+        return 0 if predictions else 1
+    if args.predictions is not None:
+        written = json.loads(args.predictions.read_text())
+        if written.get("model_version") != project.MODEL_VERSION:
+            print(
+                f"validate_projection: {args.predictions} holds predictions of model version "
+                f"{written.get('model_version')!r}, this is {project.MODEL_VERSION!r}",
+                file=sys.stderr,
+            )
+            return 2
+        made = {_key(p): p for p in written["predictions"] if p["other_workers"] == args.at}
+    else:
+        made = {
+            _key(p): p
+            for base, _ in pairs(costs, args.base, args.at)
+            if (p := predict(base, args.at, assumptions)) is not None
+        }
     rows = [
         row
-        for base, other in pairs(costs, args.base, args.at)
-        if (row := compare(base, other, assumptions)) is not None
+        for c in sorted(costs, key=lambda c: (c.env, c.algo, c.seed))
+        if c.workers == args.at and not c.mixed_workers and c.target_return is not None
+        if (p := made.get((c.env, c.algo, c.seed, c.target_return))) is not None
+        if (row := compare(p, c)) is not None
     ]
     text = markdown(rows, assumptions)
     print(text)

@@ -281,6 +281,20 @@ def test_the_validation_script_predicts_w2_from_w1(runs: Path, tmp_path: Path) -
     assert math.isfinite(row["error"]) and row["measured_s"] > 0
     assert row["parts"]["stragglers"]["predicted"] > 0
     assert "| CartPole | optimes | 3 |" in out.read_text()
+    # written first from the W=1 runs alone, then compared: the same prediction
+    written = tmp_path / "predictions.json"
+    assert module.main([str(runs), "--predict", str(written)]) == 0
+    record = json.loads(written.read_text())
+    assert record["model_version"] == project.MODEL_VERSION and record["commit"]
+    (prediction,) = [p for p in record["predictions"] if p["algo"] == "optimes"]
+    assert (prediction["base_workers"], prediction["other_workers"]) == (1, 2)
+    held = tmp_path / "held.json"
+    assert module.main([str(runs), "--predictions", str(written), "--json", str(held)]) == 0
+    (checked,) = json.loads(held.read_text())
+    assert checked["predicted_s"] == prediction["predicted_s"] == row["predicted_s"]
+    assert checked["measured_s"] == row["measured_s"]
+    written.write_text(json.dumps({**record, "model_version": project.MODEL_VERSION - 1}))
+    assert module.main([str(runs), "--predictions", str(written)]) == 2
 
 
 def test_runs_without_the_longest_task_fall_back_to_what_they_measured(

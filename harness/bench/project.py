@@ -70,6 +70,11 @@ from harness import rundir
 from harness.bench import format_table, save_json
 from harness.commands import UsageError, check_writable_dir
 
+#: The model's version, recorded with every prediction (scripts/validate_projection.py):
+#: raised whenever a term's formula changes, so that a prediction is checked only against
+#: the model that made it. 2: RL env-process messages only where SB3 steps more than one
+#: env in subprocesses (a single env steps in the head).
+MODEL_VERSION = 2
 #: Core counts of the projection unless ``--cores`` names others.
 DEFAULT_CORES = (1, 2, 4, 8, 16, 64, 256, 1440)
 #: The head's network bandwidth unless ``--bandwidth-gbps`` says otherwise (Gbit/s).
@@ -1465,6 +1470,7 @@ def to_json(
 ) -> dict[str, Any]:
     """Everything the tables show, and every run's projection, as JSON."""
     return {
+        "model_version": MODEL_VERSION,
         "cores": list(cores),
         "targets": {env: {"value": v, "source": s} for env, (v, s) in targets.items()},
         "assumptions": {
