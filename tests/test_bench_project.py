@@ -13,6 +13,7 @@ import importlib.util
 import itertools
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -596,7 +597,8 @@ def test_the_cores_figure_labels_every_tick_it_draws() -> None:
         median: list[tuple[int, float | None, project.Point | None]] = [
             (p.cores, p.seconds, p) for p in points
         ]
-        return project.AlgorithmProjection("Reach", name, family, 1.0, [], median, [], [])
+        band: list[tuple[float | None, float | None]] = [(s * 0.9, s * 1.1) for s in seconds]
+        return project.AlgorithmProjection("Reach", name, family, 1.0, [], median, band, [], [])
 
     es = algo("optimes", "es", [6.3, 6.1, 5.9, 5.8, 5.75, 5.7, 5.7, 5.7])
     rl = algo("ppo", "rl", [32.8, 28.0, 25.0, 24.0, 24.0, 24.0, 24.0, 24.0])
@@ -632,3 +634,49 @@ def test_one_env_steps_in_the_head_so_its_rl_run_pays_no_env_messages(runs: Path
     one_env = dataclasses.replace(ppo, n_envs=1)
     assert project.rl_point(one_env, step, 2, assumptions).terms["messages"] == 0.0
     assert project.rl_point(ppo, step, 2, assumptions).terms["messages"] > 0.0
+
+
+def test_a_median_band_resamples_the_runs_and_never_reaching_leaves_it_open() -> None:
+    times = [10.0, 12.0, 15.0, 30.0, 31.0]
+    low, high = project.median_band(times)
+    assert low is not None and high is not None
+    assert min(times) <= low <= project.lower_median(times) <= high <= max(times)
+    assert project.median_band(times) == (low, high)  # from a fixed seed
+    assert project.median_band([10.0, None, None, None, 12.0]) == (10.0, None)
+    assert project.median_band([None, None]) == (None, None)
+    assert project.band_text((9.5, None)) == "[9.5, never]"
+
+
+def test_the_benchmark_section_draws_the_named_algorithms_with_bands(
+    runs: Path, tmp_path: Path
+) -> None:
+    """The leader row's picks are drawn even where another algorithm of the family is
+    faster; every time carries its band; a verdict says what the bands allow and where the
+    times come from when the runs recorded no common speed."""
+    from harness import rundir
+    from harness.report import projection
+
+    grid = sorted(p for p in runs.iterdir() if p.name.isdigit())
+    archive = tmp_path / "runs.tar.xz"
+    rundir.write_run_archive(grid, archive)
+    task = [("CartPole", archive, (150.0, "test"))]
+    section = projection.benchmark_section(task, tmp_path, named={"CartPole": {"es": "optimes"}})
+    rows = section.tables[0][1].set_index("")
+    for label in ("best ES", "best RL"):
+        cell = rows["1 core"][label]
+        assert re.fullmatch(r"[\d.,]+ s \[[\d.,]+, ([\d.,]+|never)\] \w+", cell), cell
+    assert rows["1 core"]["best ES"].endswith("optimes")
+    (verdict,) = [t for t in section.after if t.startswith("CartPole:")]
+    assert "95% bands" in verdict
+    (panel,) = projection.panels(grid, {"CartPole": (150.0, "test")})
+    runs_of = [r.costs for a in panel.algorithms for r in a.runs]
+    for costs in runs_of:
+        costs.speed = 150_000.0
+    assert panel.machines(["optimes", "ppo"]) == ""  # one speed: nothing to say
+    runs_of[0].speed = 300_000.0
+    assert "not converted" in panel.machines(["optimes", "ppo"])
+    for costs in runs_of:
+        costs.speed = None
+    assert "no run recorded its speed" in panel.machines(["optimes", "ppo"])
+    missing = projection.benchmark_section(task, tmp_path, named={"CartPole": {"es": "cma"}})
+    assert missing.tables[0][1].equals(section.tables[0][1])  # a pick without runs: the fastest

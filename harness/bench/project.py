@@ -47,9 +47,10 @@ proportion and its generations to ``R`` stay the run's own, because the effect o
 larger population on them is unmeasured, unless ``--population-effect FILE`` gives
 measured generations per population.
 
-Runs are projected per configuration: a report's group but for the worker count (one
-algorithm at populations 8 and 40 is two), after ``--sweep NAME`` and ``--where
-KEY=VALUE`` (as ``harness report`` reads them) choose the runs.
+Each median comes with its 95% band (:func:`median_band`: a percentile bootstrap over the
+runs, which are the seeds). Runs are projected per configuration: a report's group but for
+the worker count (one algorithm at populations 8 and 40 is two), after ``--sweep NAME`` and
+``--where KEY=VALUE`` (as ``harness report`` reads them) choose the runs.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ from harness.commands import UsageError, check_writable_dir
 #: the model that made it. 2: RL env-process messages only where SB3 steps more than one
 #: env in subprocesses (a single env steps in the head).
 MODEL_VERSION = 2
+#: The worker counts at which the model's predictions have been checked against measured
+#: runs (docs/scaling.md, "Checking the model against measurements"); beyond: projected.
+VALIDATED_WORKERS = (1, 2)
+#: Resamples of a median's band (bootstrap over the runs' seeds), from a fixed seed.
+BAND_RESAMPLES = 2000
+BAND_SEED = 0
 #: Core counts of the projection unless ``--cores`` names others.
 DEFAULT_CORES = (1, 2, 4, 8, 16, 64, 256, 1440)
 #: The head's network bandwidth unless ``--bandwidth-gbps`` says otherwise (Gbit/s).
@@ -166,6 +173,10 @@ class RunCosts:
     #: the run's configuration where one algorithm's runs differ (a report's group label,
     #: such as ``optimes [budget=3913 CPU-s]``); empty: the algorithm names it
     group: str = ""
+    #: the machine: its CPU model (Sacred's host.cpu) and the run's speed record
+    #: (:func:`harness.speed.run_speed`, kernel rounds per CPU-second; None: not recorded)
+    cpu: str = ""
+    speed: float | None = None
 
     @property
     def name(self) -> str:
@@ -336,6 +347,8 @@ def read_costs(run_dir: Path) -> RunCosts | str:
         confirmed_steps=[s for s, v in _points(metrics, "confirm_passed") if v >= 1.0],
         parts=parts,
         mixed_workers=bool((per_step != workers).any()),
+        cpu=str((record.run.get("host") or {}).get("cpu") or ""),
+        speed=_recorded_speed(metrics),
     )
     if family == "es":
         return _es_costs(costs, config, metrics, steps, run_dir, per_step)
@@ -355,6 +368,13 @@ def read_costs(run_dir: Path) -> RunCosts | str:
         kind = "subproc" if workers > 1 else "dummy"
     costs.parallel_envs = min(workers, costs.n_envs) if kind == "subproc" else 1
     return costs
+
+
+def _recorded_speed(metrics: dict[str, Any]) -> float | None:
+    from harness.speed import KERNEL_METRIC, run_speed
+
+    values = [v for _, v in _points(metrics, KERNEL_METRIC) if math.isfinite(v)]
+    return run_speed(values)[0] if values else None
 
 
 def n_envs_source(algo: str, env: str, gym_id: str, n_envs: int) -> str:
@@ -987,6 +1007,8 @@ class AlgorithmProjection:
     runs: list[Projection]
     #: (cores, median seconds or None, reached count, the median run's point)
     median: list[tuple[int, float | None, Point | None]]
+    #: per core count, the 95% band of the median (:func:`median_band`)
+    band: list[tuple[float | None, float | None]]
     #: measured medians per recorded worker count: (workers, seconds, runs that reached)
     measured: list[tuple[int, float, int, int]]
     notes: list[str]
@@ -1006,6 +1028,38 @@ def lower_median(values: Sequence[float | None]) -> float | None:
     if not ordered or not math.isfinite(ordered[(len(ordered) - 1) // 2]):
         return None
     return ordered[(len(ordered) - 1) // 2]
+
+
+def band_text(band: tuple[float | None, float | None]) -> str:
+    """``[12.1, 30.4]``, an open end as "never"."""
+    low, high = band
+    if low is None:
+        return "[never]"
+    return f"[{_short(low)}, {_short(high) if high is not None else 'never'}]"
+
+
+def _short(seconds: float) -> str:
+    return f"{seconds:,.0f}" if seconds >= 100 else f"{seconds:.1f}"
+
+
+def median_band(
+    values: Sequence[float | None], resamples: int = BAND_RESAMPLES
+) -> tuple[float | None, float | None]:
+    """The 95% percentile-bootstrap band of :func:`lower_median` over ``values``, one per
+    run (None: never reached, counted as the longest): the runs are resampled with
+    replacement, ``resamples`` times from :data:`BAND_SEED`. An end is None where the
+    resampled medians there are "never" (over half the resampled runs never reached)."""
+    if not values:
+        return None, None
+    times = np.array([math.inf if v is None else float(v) for v in values])
+    rng = np.random.default_rng(BAND_SEED)
+    picks = np.sort(times[rng.integers(0, len(times), (resamples, len(times)))], axis=1)
+    medians = picks[:, (len(times) - 1) // 2]
+    low, high = np.quantile(medians, [0.025, 0.975], method="inverted_cdf")
+    return (
+        float(low) if math.isfinite(low) else None,
+        float(high) if math.isfinite(high) else None,
+    )
 
 
 def _median_point(points: list[Point | None]) -> Point | None:
@@ -1033,11 +1087,12 @@ def by_algorithm(
         base = [m for m in members if m.costs.workers == fewest]
         startup, startup_label = least_startup([m.costs for m in members])
         median: list[tuple[int, float | None, Point | None]] = []
+        band = []
         for i, c in enumerate(cores):
-            chosen = _median_point(
-                [_with_startup(m.points[i], startup) if m.reached else None for m in base]
-            )
+            points = [_with_startup(m.points[i], startup) if m.reached else None for m in base]
+            chosen = _median_point(points)
             median.append((c, chosen.seconds if chosen else None, chosen))
+            band.append(median_band([p.seconds if p is not None else None for p in points]))
         measured = []
         one_w = [m for m in members if not m.costs.mixed_workers]
         for w in sorted({m.costs.workers for m in one_w}):
@@ -1055,6 +1110,7 @@ def by_algorithm(
                 members[0].target,
                 base,
                 median,
+                band,
                 measured,
                 notes,
                 startup,
@@ -1385,11 +1441,13 @@ def _point_row(point: Point) -> dict[str, Any]:
     }
 
 
-def _columns(with_population: bool) -> list[tuple[str, str, str]]:
+def _columns(with_population: bool, band: bool = False) -> list[tuple[str, str, str]]:
     columns = [("cores", "cores", "d"), ("workers", "workers used", "d")]
     if with_population:
         columns += [("population", "population", "d"), ("population_choice", "picked", "")]
     columns.append(("seconds", "time to R s", ".1f"))
+    if band:
+        columns.append(("band", "95% band s", ""))
     columns += [(term, TERM_HEADINGS[term], ".2f") for term in TERMS]
     return columns
 
@@ -1417,14 +1475,17 @@ def render(
             ]
             lines += [f"  {note}" for note in [item.startup_label, *item.notes]]
             rows = [
-                _point_row(p) if p is not None else {"cores": c, "seconds": None}
-                for c, _, p in item.median
+                {
+                    **(_point_row(p) if p is not None else {"cores": c, "seconds": None}),
+                    "band": band_text(band),
+                }
+                for (c, _, p), band in zip(item.median, item.band, strict=True)
             ]
             if all(p is None for _, _, p in item.median):
                 lines.append("  never reached by the median run")
                 continue
             grows = assumptions.population_grows and item.family == "es"
-            lines.append(format_table(rows, _columns(grows)))
+            lines.append(format_table(rows, _columns(grows, band=True)))
             if item.family == "rl":
                 chosen = _median_point([m.envs_raised[0] if m.reached else None for m in item.runs])
                 if chosen is not None:
@@ -1496,8 +1557,11 @@ def to_json(
                 "notes": a.notes,
                 "startup": {"seconds": a.startup, "label": a.startup_label},
                 "projection": [
-                    _point_row(p) if p is not None else {"cores": c, "seconds": None}
-                    for c, _, p in a.median
+                    {
+                        **(_point_row(p) if p is not None else {"cores": c, "seconds": None}),
+                        "band_95": list(band),
+                    }
+                    for (c, _, p), band in zip(a.median, a.band, strict=True)
                 ],
                 "measured": [
                     {"workers": w, "seconds": s, "reached": k, "runs": n}

@@ -888,7 +888,12 @@ def write_benchmark_report(
     ]
     for detail in [*aggregate_sections, thresholds]:
         detail.folded = True  # the answer and the leader table first; detail on demand
-    cores = cores_section(bench, out, {f.task.env: f.flagged_gates() for f in all_facts})
+    cores = cores_section(
+        bench,
+        out,
+        {f.task.env: f.flagged_gates() for f in all_facts},
+        {f.task.env: dict(f.best) for f in all_facts},
+    )
     command = "harness benchmark report"
     title = f"Benchmark: ES against RL on {len(bench.tasks)} tasks, held-out seeds"
     doc = Document(
@@ -914,14 +919,18 @@ def write_benchmark_report(
 
 
 def cores_section(
-    bench: Benchmark, out: Path, gates: Mapping[str, Mapping[str, str]] | None = None
+    bench: Benchmark,
+    out: Path,
+    gates: Mapping[str, Mapping[str, str]] | None = None,
+    named: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Any:
     """The section "Wall-clock as cores grow": per task, the best ES's and the best RL's time
     to the same score predicted at 1 to 1,440 cores from the task's run archive, the fewest
     cores from which ES gets there first (or why never), its figure and the model's
     assumptions (:func:`harness.report.projection.benchmark_section`). ``gates``: per env,
     the algorithms failing their sanity gate and its text, repeated beside any verdict
-    that rests on one of them, as the leader row does."""
+    that rests on one of them, as the leader row does. ``named``: per env, each family's
+    best algorithm as the leader row named it (drawn at every core count)."""
     from harness.report.projection import benchmark_section
 
     tasks = [
@@ -932,7 +941,7 @@ def cores_section(
         )
         for task in bench.tasks
     ]
-    return benchmark_section(tasks, out, gates=gates)
+    return benchmark_section(tasks, out, gates=gates, named=named)
 
 
 def _write_summary(

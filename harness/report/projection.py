@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -49,9 +49,46 @@ class Panel:
     source: str
     algorithms: list[model.AlgorithmProjection]
     cores: list[int]
+    #: family -> the algorithm named its best before the table is drawn (the benchmark's
+    #: leader row); a family not named here is its fastest algorithm per core count
+    named: dict[str, str] = field(default_factory=dict)
 
     def best(self, family: str) -> list[tuple[int, float | None, str]]:
-        return model.best_of(self.algorithms, family, self.cores)
+        algo = self.named.get(family)
+        item = next((a for a in self.algorithms if a.algo == algo), None)
+        if item is None:
+            return model.best_of(self.algorithms, family, self.cores)
+        return [(c, seconds, item.algo) for c, seconds, _ in item.median]
+
+    def band(self, family: str) -> list[tuple[float | None, float | None]]:
+        """The 95% band of :meth:`best`'s time at each core count (its algorithm's)."""
+        by_name = {a.algo: a for a in self.algorithms}
+        return [
+            by_name[algo].band[i] if algo in by_name else (None, None)
+            for i, (_, _, algo) in enumerate(self.best(family))
+        ]
+
+    def machines(self, algos: Sequence[str]) -> str:
+        """Where the runs of ``algos`` ran, when that keeps their times apart: "" where
+        every run recorded a speed and the speeds agree within the speed record's
+        tolerance, else what is known (CPU models, recorded speeds), not converted."""
+        from harness.speed import TOLERANCE
+
+        runs = [r.costs for a in self.algorithms if a.algo in algos for r in a.runs]
+        speeds = [c.speed for c in runs if c.speed is not None]
+        if runs and len(speeds) == len(runs) and max(speeds) <= min(speeds) * (1 + TOLERANCE):
+            return ""
+        cpus = ", ".join(sorted({c.cpu or "unnamed" for c in runs}))
+        recorded = (
+            f"speed recorded by {len(speeds)} of {len(runs)} runs, "
+            f"{min(speeds):,.0f} to {max(speeds):,.0f} kernel rounds per CPU-second"
+            if speeds
+            else "no run recorded its speed"
+        )
+        return (
+            f"times from each run's own machine (CPU {cpus}; {recorded}), not converted "
+            "to one machine's speed"
+        )
 
     @property
     def families(self) -> set[str]:
@@ -115,18 +152,54 @@ def _seconds(value: float | None) -> str:
     return f"{value:,.0f} s" if value >= 100 else f"{value:.1f} s"
 
 
+def _first_within_bands(panel: Panel) -> tuple[int | None, int | None]:
+    """The fewest cores from which ES is first with the bands' ends in its favour (its low
+    against RL's high) and against it (its high against RL's low); None: never."""
+    cores = panel.cores
+    es, rl = panel.band("es"), panel.band("rl")
+    favour = model.es_first_from(
+        list(zip(cores, (lo for lo, _ in es), strict=True)),
+        list(zip(cores, (hi for _, hi in rl), strict=True)),
+    )
+    against = model.es_first_from(
+        list(zip(cores, (hi for _, hi in es), strict=True)),
+        list(zip(cores, (lo for lo, _ in rl), strict=True)),
+    )
+    return favour, against
+
+
+def _from(cores: int | None) -> str:
+    return "never" if cores is None else f"{cores:,} core{'s' * (cores > 1)}"
+
+
 def verdict(panel: Panel) -> str:
-    """The fewest cores from which the best ES reaches the score first, or why never."""
+    """The fewest cores from which the best ES reaches the score first, with the range the
+    95% bands allow and whether it lies beyond the measured worker counts, or why never."""
     es, rl = panel.best("es"), panel.best("rl")
     first = model.es_first_from([(c, s) for c, s, _ in es], [(c, s) for c, s, _ in rl])
     score = f"{panel.target:.4g}"
+    favour, against = _first_within_bands(panel)
+    if favour == against == first:
+        bands = "the same at both ends of the 95% bands"
+    else:
+        bands = f"within the 95% bands from {_from(favour)} to {_from(against)}"
     if first is not None:
-        _, e, algo = es[panel.cores.index(first)]
-        _, r, rl_algo = rl[panel.cores.index(first)]
-        against = f"{rl_algo} {_seconds(r)}" if r is not None else "RL never"
+        i = panel.cores.index(first)
+        _, e, algo = es[i]
+        _, r, rl_algo = rl[i]
+        es_band, rl_band = (
+            model.band_text(panel.band("es")[i]),
+            model.band_text(panel.band("rl")[i]),
+        )
+        against_text = f"{rl_algo} {_seconds(r)} {rl_band}" if r is not None else "RL never"
+        beyond = (
+            f"; projected, beyond the {max(model.VALIDATED_WORKERS)} cores the model was checked at"
+            if first > max(model.VALIDATED_WORKERS)
+            else ""
+        )
         return (
             f"{panel.env}: ES reaches {score} first from {first:,} core{'s' * (first > 1)} on "
-            f"({algo} {_seconds(e)} against {against} there)."
+            f"({algo} {_seconds(e)} {es_band} against {against_text} there; {bands}{beyond})."
         )
     top = panel.cores[-1]
     _, e, algo = es[-1]
@@ -149,7 +222,7 @@ def verdict(panel: Panel) -> str:
             reason += f", its population capping its workers at {point.workers:,}"
     return (
         f"{panel.env}: never, because at {top:,} cores the best ES ({algo}, {_seconds(e)}) "
-        f"is still slower than the best RL ({rl_algo}, {_seconds(r)}){reason}."
+        f"is still slower than the best RL ({rl_algo}, {_seconds(r)}){reason}; {bands}."
     )
 
 
@@ -204,7 +277,12 @@ def figure(chosen: Sequence[Panel], best_only: bool = False) -> Figure | None:
         legend_outside(ax)  # a report's group labels are long: inside, they hide curves
     widen_for_legends(fig, flat[: len(drawable)])
     note = (
-        "Lines: the model's prediction from each run's records (median run per algorithm; "
+        (
+            "Shaded: the 95% band of the median (bootstrap over the runs' seeds). "
+            if best_only
+            else ""
+        )
+        + "Lines: the model's prediction from each run's records (median run per algorithm; "
         "a run that never reached R counts as the slowest), at the fewest workers that run "
         "fastest up to each core count. Hollow circles: measured medians at the worker "
         "counts the runs used. ES: episodes over the workers, the longest task, one head's "
@@ -278,6 +356,16 @@ def _draw_best(ax: Axes, panel: Panel) -> None:
             xs, ys, _style(family), marker=".", color=colors[family],
             label=f"{name}: {', '.join(names) or 'never'}",
         )  # fmt: skip
+        spans = [
+            (c, lo, hi)
+            for (c, _, _), (lo, hi) in zip(best, panel.band(family), strict=True)
+            if lo is not None and hi is not None
+        ]
+        if spans:
+            ax.fill_between(
+                [c for c, _, _ in spans], [lo for _, lo, _ in spans], [hi for _, _, hi in spans],
+                color=colors[family], alpha=0.15, linewidth=0,
+            )  # fmt: skip
         fastest = {a for _, s, a in best[:1] if s is not None}
         for item in panel.algorithms:
             if item.algo in fastest:
@@ -301,8 +389,10 @@ def table(chosen: Sequence[Panel]) -> pd.DataFrame:
                 "family": item.family,
                 "reached R": f"{item.reached} of {len(item.runs)}",
             }
-            for c, seconds, point in item.median:
+            for (c, seconds, point), band in zip(item.median, item.band, strict=True):
                 cell = _seconds(seconds)
+                if seconds is not None:
+                    cell += f" {model.band_text(band)}"
                 if point is not None and point.workers < c:
                     cell += f" ({point.workers:,} used)"
                 row[_cores(c)] = cell
@@ -385,12 +475,15 @@ def benchmark_section(
     tasks: Sequence[tuple[str, Path, tuple[float, str]]],
     out: Path,
     gates: Mapping[str, Mapping[str, str]] | None = None,
+    named: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Section:
     """The benchmark page's section: per task (env, its run archive, its reference score),
     the best ES's and the best RL's predicted time to the same score at 1 to 1,440 cores,
     the fewest cores from which ES gets there first (or why never), the figure and the
     model's assumptions. ``gates``: per env, algorithm -> the text of its failed sanity
-    gate; a verdict against such an algorithm says so and is not one. The runs are the
+    gate; a verdict against such an algorithm says so and is not one. ``named``: per env,
+    family -> its best algorithm as the leader row named it, drawn at every core count (a
+    family not named: its fastest algorithm per core count). The runs are the
     grid's, trained to the task's budget: a run to a CPU limit (an equal-compute cell) is
     another configuration, and its median run and final score would shift the algorithm's
     and the common target's."""
@@ -404,7 +497,9 @@ def benchmark_section(
         if not archive.is_file():
             continue
         dirs = [d for d in rundir.find_run_dirs([archive]) if _trained_to_budget(d)]
-        chosen += panels(dirs, {env: reference}, assumptions=assumptions)
+        for panel in panels(dirs, {env: reference}, assumptions=assumptions):
+            panel.named = dict((named or {}).get(env, {}))
+            chosen.append(panel)
     if not chosen:
         section.paragraphs.append(
             "Not drawn yet: no task has completed runs of both an ES and an RL algorithm."
@@ -419,7 +514,13 @@ def benchmark_section(
         "cores (`harness bench project`; the model is in docs/scaling.md). Salimans et al. "
         "(2017, arXiv:1703.03864) report that ES reaches a score sooner because it "
         "parallelises; this asks "
-        "from how many cores that holds here."
+        "from how many cores that holds here. The best ES and the best RL are the leader "
+        "row's (each family's best mean score at equal timesteps), named before any time is "
+        "predicted; each time is the median run's, with the 95% band of that median "
+        f"(bootstrap over the runs' seeds, {model.BAND_RESAMPLES:,} resamples). The model "
+        "was checked against measured runs at "
+        + " and ".join(str(w) for w in model.VALIDATED_WORKERS)
+        + " cores (docs/scaling.md); the other columns are projected."
     )
     fig = figure(chosen, best_only=True)
     if fig is not None:
@@ -429,10 +530,18 @@ def benchmark_section(
     for panel in chosen:
         for family, label in (("es", "best ES"), ("rl", "best RL")):
             row: dict[str, str] = {"task": panel.env, "score": f"{panel.target:.4g}", "": label}
-            for c, seconds, algo in panel.best(family):
-                row[_cores(c)] = f"{_seconds(seconds)} {algo}" if seconds else "never"
+            for (c, seconds, algo), band in zip(
+                panel.best(family), panel.band(family), strict=True
+            ):
+                row[_cores(c)] = (
+                    f"{_seconds(seconds)} {model.band_text(band)} {algo}" if seconds else "never"
+                )
             rows.append(row)
     section.tables.append(("", pd.DataFrame(rows)))
-    section.after += [gated_verdict(p, (gates or {}).get(p.env, {})) for p in chosen]
+    for panel in chosen:
+        text = gated_verdict(panel, (gates or {}).get(panel.env, {}))
+        named_algos = [algo for f in ("es", "rl") for _, _, algo in panel.best(f)[:1]]
+        machines = panel.machines(named_algos)
+        section.after.append(f"{text.removesuffix('.')}; {machines}." if machines else text)
     section.after += [*assumptions.lines(), *_notes(chosen)]
     return section
