@@ -58,19 +58,6 @@ PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def pairs(
-    costs: list[project.RunCosts], base: int, other: int
-) -> list[tuple[project.RunCosts, project.RunCosts]]:
-    """(base run, other run) of the same algorithm, env, seed and target."""
-    key = lambda c: (c.env, c.algo, c.seed, c.target_return)  # noqa: E731
-    at_base = {key(c): c for c in costs if c.workers == base and not c.mixed_workers}
-    return [
-        (at_base[key(c)], c)
-        for c in sorted(costs, key=lambda c: (c.env, c.algo, c.seed))
-        if c.workers == other and not c.mixed_workers and key(c) in at_base
-    ]
-
-
 def _commit() -> str:
     """The checkout's commit, "+changes" where files differ from it."""
     root = Path(__file__).resolve().parents[1]
@@ -83,8 +70,9 @@ def _commit() -> str:
     return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def _key(item: dict[str, Any]) -> tuple[str, str, int, float]:
-    return (item["env"], item["algo"], int(item["seed"]), float(item["target"]))
+def _key(env: str, algo: str, seed: int, target: float) -> tuple[str, str, int, float]:
+    """What pairs a prediction with the run it predicts."""
+    return (env, algo, int(seed), float(target))
 
 
 def predict(
@@ -221,13 +209,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for run, reason in skipped:
         print(f"skipped {run}: {reason}", file=sys.stderr)
+    in_order = sorted(costs, key=lambda c: (c.env, c.algo, c.seed))
+    predictions = [
+        prediction
+        for c in in_order
+        if c.workers == args.base and not c.mixed_workers
+        if (prediction := predict(c, args.at, assumptions)) is not None
+    ]
     if args.predict is not None:
-        predictions = [
-            prediction
-            for c in sorted(costs, key=lambda c: (c.env, c.algo, c.seed))
-            if c.workers == args.base and not c.mixed_workers
-            if (prediction := predict(c, args.at, assumptions)) is not None
-        ]
         args.predict.parent.mkdir(parents=True, exist_ok=True)
         record = {
             "model_version": project.MODEL_VERSION,
@@ -253,18 +242,13 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        made = {_key(p): p for p in written["predictions"] if p["other_workers"] == args.at}
-    else:
-        made = {
-            _key(p): p
-            for base, _ in pairs(costs, args.base, args.at)
-            if (p := predict(base, args.at, assumptions)) is not None
-        }
+        predictions = [p for p in written["predictions"] if p["other_workers"] == args.at]
+    made = {_key(p["env"], p["algo"], p["seed"], p["target"]): p for p in predictions}
     rows = [
         row
-        for c in sorted(costs, key=lambda c: (c.env, c.algo, c.seed))
+        for c in in_order
         if c.workers == args.at and not c.mixed_workers and c.target_return is not None
-        if (p := made.get((c.env, c.algo, c.seed, c.target_return))) is not None
+        if (p := made.get(_key(c.env, c.algo, c.seed, c.target_return))) is not None
         if (row := compare(p, c)) is not None
     ]
     text = markdown(rows, assumptions)

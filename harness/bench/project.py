@@ -373,8 +373,8 @@ def read_costs(run_dir: Path) -> RunCosts | str:
 def _recorded_speed(metrics: dict[str, Any]) -> float | None:
     from harness.speed import KERNEL_METRIC, run_speed
 
-    values = [v for _, v in _points(metrics, KERNEL_METRIC) if math.isfinite(v)]
-    return run_speed(values)[0] if values else None
+    speed, _ = run_speed([v for _, v in _points(metrics, KERNEL_METRIC)])
+    return speed if math.isfinite(speed) else None
 
 
 def n_envs_source(algo: str, env: str, gym_id: str, n_envs: int) -> str:
@@ -1035,10 +1035,11 @@ def band_text(band: tuple[float | None, float | None]) -> str:
     low, high = band
     if low is None:
         return "[never]"
-    return f"[{_short(low)}, {_short(high) if high is not None else 'never'}]"
+    return f"[{short_seconds(low)}, {short_seconds(high) if high is not None else 'never'}]"
 
 
-def _short(seconds: float) -> str:
+def short_seconds(seconds: float) -> str:
+    """Seconds as tables print them: whole from 100 on, else to a tenth (no unit)."""
     return f"{seconds:,.0f}" if seconds >= 100 else f"{seconds:.1f}"
 
 

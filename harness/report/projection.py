@@ -149,14 +149,16 @@ def _cores(count: int) -> str:
 def _seconds(value: float | None) -> str:
     if value is None:
         return "never"
-    return f"{value:,.0f} s" if value >= 100 else f"{value:.1f} s"
+    return f"{model.short_seconds(value)} s"
 
 
-def _first_within_bands(panel: Panel) -> tuple[int | None, int | None]:
+def _first_within_bands(
+    cores: Sequence[int],
+    es: Sequence[tuple[float | None, float | None]],
+    rl: Sequence[tuple[float | None, float | None]],
+) -> tuple[int | None, int | None]:
     """The fewest cores from which ES is first with the bands' ends in its favour (its low
     against RL's high) and against it (its high against RL's low); None: never."""
-    cores = panel.cores
-    es, rl = panel.band("es"), panel.band("rl")
     favour = model.es_first_from(
         list(zip(cores, (lo for lo, _ in es), strict=True)),
         list(zip(cores, (hi for _, hi in rl), strict=True)),
@@ -178,7 +180,8 @@ def verdict(panel: Panel) -> str:
     es, rl = panel.best("es"), panel.best("rl")
     first = model.es_first_from([(c, s) for c, s, _ in es], [(c, s) for c, s, _ in rl])
     score = f"{panel.target:.4g}"
-    favour, against = _first_within_bands(panel)
+    es_bands, rl_bands = panel.band("es"), panel.band("rl")
+    favour, against = _first_within_bands(panel.cores, es_bands, rl_bands)
     if favour == against == first:
         bands = "the same at both ends of the 95% bands"
     else:
@@ -187,10 +190,7 @@ def verdict(panel: Panel) -> str:
         i = panel.cores.index(first)
         _, e, algo = es[i]
         _, r, rl_algo = rl[i]
-        es_band, rl_band = (
-            model.band_text(panel.band("es")[i]),
-            model.band_text(panel.band("rl")[i]),
-        )
+        es_band, rl_band = model.band_text(es_bands[i]), model.band_text(rl_bands[i])
         against_text = f"{rl_algo} {_seconds(r)} {rl_band}" if r is not None else "RL never"
         beyond = (
             f"; projected, beyond the {max(model.VALIDATED_WORKERS)} cores the model was checked at"
