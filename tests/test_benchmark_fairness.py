@@ -654,3 +654,21 @@ def test_a_leader_is_called_by_the_interval_of_the_difference() -> None:
         "inconclusive: **a** 12.0 (n=5) over b 11.8; difference 0.2 ["
     )
     assert answer.cell_text(close).endswith("] spans 0")
+
+
+def test_settings_chosen_on_held_out_seeds_are_named() -> None:
+    entry = {"by": "x", "task": "x", "source": "x"}
+    provenance = fairness.Provenance(
+        {
+            "Lander": {
+                "snes": {**entry, "seeds": "0, 1; shipped after it beat the defaults on 100-104"},
+                "ppo": {**entry, "seeds": "the zoo's"},
+                "cma": {**entry, "seeds": "0, 1, 2; re-checked on 50, 51"},
+            },
+            "Pendulum": {"rppo": {**entry, "seeds": "the zoo's; the check on seed 100"}},
+        }
+    )
+    assert provenance.seen_seeds(100) == ["Lander snes", "Pendulum rppo"]
+    assert provenance.seen_seeds(200) == []
+    shipped = fairness.load_provenance().seen_seeds(100)
+    assert "LunarLanderContinuous snes" in shipped  # its speed settings were shipped on them

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -784,6 +785,16 @@ class Provenance:
     def of(self, env: str, algo: str) -> dict[str, str]:
         """The entry of a cell, empty where the file has none."""
         return self.cells.get(env, {}).get(algo, {})
+
+    def seen_seeds(self, first: int) -> list[str]:
+        """The cells (``env algo``) whose settings were chosen or checked on a seed from
+        ``first`` on, as their ``seeds`` entry names it."""
+        return [
+            f"{env} {algo}"
+            for env, algos in self.cells.items()
+            for algo, entry in algos.items()
+            if any(int(n) >= first for n in re.findall(r"\b\d+\b", entry.get("seeds", "")))
+        ]
 
 
 def load_provenance(path: Path = PROVENANCE_FILE) -> Provenance:

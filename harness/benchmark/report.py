@@ -847,9 +847,16 @@ def write_benchmark_report(
         else ""
     )
     own_budgets = {task.env: bench.timesteps_of(task) for task in bench.tasks}
+    seen = provenance.seen_seeds(min(bench.seeds))
     intro = [
         f"Seeds {', '.join(map(str, bench.seeds))} (held out: no setting was tuned on a seed "
-        f"from 100 on); every cell on {bench.workers} core; each algorithm at its shipped "
+        f"from {min(bench.seeds)} on"
+        + (
+            f"; chosen or checked on them: {', '.join(seen)}, as the table of asymmetries says"
+            if seen
+            else ""
+        )
+        + f"); every cell on {bench.workers} core; each algorithm at its shipped "
         "per-env settings (experiments/defaults.yaml, listed in each task's report appendix). "
         f"{status}.",
         *answer.opening(
