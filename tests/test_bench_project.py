@@ -149,19 +149,18 @@ def test_population_grows_only_where_it_helps_and_its_effect_is_unmeasured(
     runs: Path, tmp_path: Path
 ) -> None:
     """With the effect of a population on generations unmeasured, a larger population only
-    costs (same generations, more episodes each): the run's own is picked at every W. With
-    a measured effect, the population that reaches R in fewer generations is picked."""
+    costs (same generations, more episodes each): the run's own is picked at every W."""
     data, text = _project(
         tmp_path, str(runs), "--target", str(TARGET), "--cores", "1", "4", "64",
-        "--population-grows",
+        "--population-grows", "--sample-costs",
     )  # fmt: skip
-    assert data["assumptions"]["population_effect"] == "unmeasured"
+    assert data["assumptions"]["population_grows"] and data["assumptions"]["sample_costs"] is None
     es = _algorithm(data, "optimes")
     points = {p["cores"]: p for p in es["projection"]}
     assert [(p["workers"], p["population"]) for p in points.values()] == [
         (1, 20), (4, 20), (20, 20)
     ]  # fmt: skip
-    assert {p["population_choice"] for p in points.values()} == {"the run's own"}
+    assert {p["picked"] for p in points.values()} == {"the run's own"}
     assert "unmeasured" in text and "picked" in text
     # a grown population's terms: the head update in proportion, 20 episodes per worker
     costs = project.read_costs(_run_of(runs, "optimes"))
@@ -172,16 +171,64 @@ def test_population_grows_only_where_it_helps_and_its_effect_is_unmeasured(
     wide = project.es_point(costs, step, 64, project.Assumptions(), 1280)
     assert wide.terms["head_update"] == pytest.approx(64 * one.terms["head_update"])
     assert wide.terms["episode_work"] == pytest.approx(one.terms["episode_work"])
-    effect = tmp_path / "effect.json"
-    effect.write_text(json.dumps({"80": 1}))
-    measured, _ = _project(
-        tmp_path, str(runs), "--target", str(TARGET), "--cores", "4",
-        "--population-grows", "--population-effect", str(effect),
-    )  # fmt: skip
-    assert measured["assumptions"]["population_effect"] == {"80": 1.0}
-    point = _algorithm(measured, "optimes")["projection"][0]
-    assert point["population"] == 80 and point["episode_work"] < points[4]["episode_work"]
-    assert point["population_choice"] == "20 per worker x 4 (generations measured)"
+
+
+@pytest.fixture(scope="module")
+def samples(runs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Sample-cost runs: the fixture's W=1 optimes (population 20) and PPO (n_envs 8) runs,
+    and real runs of each at another setting: optimes at population 40, PPO at n_envs 4."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("samples") / "runs"
+    folder.mkdir()
+    for name, run_dir in (("1", _run_of(runs, "optimes")), ("2", _run_of(runs, "ppo"))):
+        shutil.copytree(run_dir, folder / name)
+    _run(folder, "--algo", "optimes", "--seed", "4", "--set", "population=40",
+         "--timesteps", "60000")  # fmt: skip
+    _run(folder, "--algo", "ppo", "--seed", "4", "--set", "n_envs=4", "--timesteps", "20000")
+    return folder
+
+
+def test_measured_sample_costs_are_picked_where_faster_and_named(
+    runs: Path, samples: Path, tmp_path: Path
+) -> None:
+    """With sample-cost runs at population 40 and n_envs 4, each run may use them at every
+    core count, its generations (ES) and timesteps (RL) to R scaled by the measured ratio;
+    the fastest setting is taken, named, and never slower than the run's own."""
+    args = [str(runs), "--target", str(TARGET), "--cores", *CORES]
+    fixed, _ = _project(tmp_path, *args, "--sample-costs")
+    picked, text = _project(tmp_path, *args, "--sample-costs", str(samples))
+    assert "sample-cost runs" in picked["assumptions"]["sample_costs"]
+    assert "populations 20, 40" in text and "n_envs 4, 8" in text
+    for algo, setting in (("optimes", "population"), ("ppo", "n_envs")):
+        before = [p["seconds"] for p in _algorithm(fixed, algo)["projection"]]
+        after = _algorithm(picked, algo)["projection"]
+        assert all(a["seconds"] <= b * (1 + 1e-9) for a, b in zip(after, before, strict=True))
+        for point in after:
+            assert point["picked"] == "the run's own" or point["picked"].startswith(
+                f"{setting} {40 if algo == 'optimes' else 4} (measured "
+            ), point["picked"]
+    # the measured option itself: the run's generations and timesteps scaled by the ratio
+    measured: dict[str, project.SampleCost] = {}
+    sample_runs, _ = project.read_samples([samples])
+    for algo in ("optimes", "ppo"):
+        costs = project.read_costs(_run_of(runs, algo))
+        assert isinstance(costs, project.RunCosts)
+        found = project.sample_costs(sample_runs, costs, TARGET)
+        other = 40 if algo == "optimes" else 4
+        assert sorted(found) == sorted([project.setting_of(costs), other])
+        own, theirs = found[project.setting_of(costs)], found[other]
+        assert own.reached == theirs.reached == 1 and own.timesteps and theirs.timesteps
+        measured[algo] = theirs
+        step = project.reached_step(costs, TARGET)
+        assert step is not None
+        ratio = theirs.timesteps / own.timesteps
+        base = project.rl_point(costs, step, 4, project.Assumptions()) if algo == "ppo" else None
+        if base is not None:
+            scaled = project.rl_point(costs, step, 4, project.Assumptions(), 4, ratio)
+            assert scaled.workers == 4 and scaled.n_envs == 4
+            assert scaled.terms["head_update"] == pytest.approx(base.terms["head_update"] * ratio)
+    assert measured["optimes"].generations is not None
 
 
 @pytest.mark.parametrize(
@@ -193,7 +240,7 @@ def test_population_grows_only_where_it_helps_and_its_effect_is_unmeasured(
         (["{runs}", "--cores", "0"], "--cores"),
         (["{runs}", "--cores", "4", "-3"], "-3"),
         (["{runs}", "--target", "abc"], "'abc'"),
-        (["{runs}", "--population-effect", "{missing}"], "--population-effect needs"),
+        (["{runs}", "--sample-costs", "{missing}"], "--sample-costs"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(
@@ -576,7 +623,7 @@ def test_a_growing_population_never_makes_more_cores_slower(runs: Path, tmp_path
         after = [p["seconds"] for p in _algorithm(grown, family)["projection"]]
         assert all(a <= b * (1 + 1e-9) for a, b in zip(after, before, strict=True)), family
         assert all(b <= a for a, b in itertools.pairwise(after)), family
-    picks = [p["population_choice"] for p in _algorithm(grown, "optimes")["projection"]]
+    picks = [p["picked"] for p in _algorithm(grown, "optimes")["projection"]]
     assert all(picks) and "picked" in text
 
 

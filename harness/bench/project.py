@@ -33,6 +33,15 @@ cores than envs (an env with no published ``n_envs`` runs SB3's default, labelle
 variant "n_envs raised to W" spreads the same rollout work over ``W`` envs; it assumes the
 same timesteps to ``R``, a sample-efficiency cost nobody measured.
 
+Sample costs (``--sample-costs RUNS``, by default the committed runs of
+``experiments/sample_costs_*.yaml``): runs of one algorithm on one env at several
+populations (ES) or ``n_envs`` (RL), their timesteps to ``R`` measured on tuning seeds. At
+``W`` cores a run may then use any measured population on ``min(W, population)`` workers,
+or any measured ``n_envs`` on ``min(W, n_envs)`` envs: its generations (ES) and timesteps
+to ``R`` scale by the measured median at that setting over the measured median at the
+run's own (:class:`SampleCost`), its per-sample costs stay the run's own, and the fastest
+setting is taken and named. Only the parallel speed is projected.
+
 Both: bookkeeping (checkpoints, logging) as the run measured it, held fixed; start-up
 (process start, setup, worker start) held fixed too, and in a configuration's projection
 the least any of its runs measured (start-up is imports and setup, which a loaded machine
@@ -40,12 +49,11 @@ only slows), labelled so. A run with ``W`` cores uses the number of workers ``w 
 that the model finds fastest, so a time never grows with the cores; an ES run never uses
 more workers than its population (the population cap). With ``--population-grows`` an ES
 at ``W`` cores may also run ``population_per_worker x W'`` candidates (the run's knob,
-else its population over its workers) for each listed ``W' <= W``, or a population of
-``--population-effect``, on ``min(W, population)`` workers: the fastest is taken (never
-slower than its own population) and named. A population's head update grows in
-proportion and its generations to ``R`` stay the run's own, because the effect of a
-larger population on them is unmeasured, unless ``--population-effect FILE`` gives
-measured generations per population.
+else its population over its workers) for each listed ``W' <= W``, on
+``min(W, population)`` workers: the fastest is taken (never slower than its own
+population) and named. A population's head update grows in
+proportion and its generations to ``R`` stay the run's own (the effect of a population
+listed so is unmeasured).
 
 Each median comes with its 95% band (:func:`median_band`: a percentile bootstrap over the
 runs, which are the seeds). Runs are projected per configuration: a report's group but for
@@ -57,7 +65,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import statistics
 from collections.abc import Iterable, Sequence
@@ -97,6 +104,11 @@ MESSAGE_COSTS = Path(__file__).resolve().parents[2] / "reports" / "benchmarks" /
 #: ``harness bench ceiling --vec-envs 16 --json`` output on the development machine: the
 #: head's message cost per env step when RL steps its envs in subprocesses (W > 1)
 MACHINE_COSTS = MESSAGE_COSTS.parent / "projection_lander" / "machine.json"
+#: Run archives of ``experiments/sample_costs_*.yaml``: timesteps to a score per population
+#: (ES) and per ``n_envs`` (RL), on tuning seeds (docs/scaling.md, "Sample costs").
+SAMPLE_COSTS = MESSAGE_COSTS.parent / "sample_costs"
+#: A picked point's choice where the run keeps its own population or n_envs.
+OWN_SETTING = "the run's own"
 #: The model's terms, in the order tables list them.
 TERMS = (
     "episode_work",
@@ -584,6 +596,78 @@ def machine_costs(path: Path | None = MACHINE_COSTS) -> MachineCosts | None:
     return MachineCosts(str(data.get("env", "")), 1.0 / float(rate), float(message), path.name)
 
 
+@dataclass(frozen=True)
+class SampleCost:
+    """What one population (ES) or ``n_envs`` (RL) of an algorithm on an env costs in samples
+    to a score: the lower medians over its sample-cost runs (None: half or more never
+    reached it within their budget)."""
+
+    #: the population (ES: candidates per generation) or ``n_envs`` (RL)
+    setting: int
+    generations: float | None
+    timesteps: float | None
+    runs: int
+    reached: int
+
+
+def setting_of(costs: RunCosts) -> int:
+    """The knob a user scales with the cores: an ES's population, an RL run's ``n_envs``."""
+    return costs.population if costs.family == "es" else costs.n_envs
+
+
+def sample_costs(
+    samples: Sequence[RunCosts], costs: RunCosts, target: float
+) -> dict[int, SampleCost]:
+    """Per population or ``n_envs``, the sample cost to ``target`` that the sample-cost runs
+    of ``costs``'s algorithm on its env measured (empty: none of them)."""
+    by_setting: dict[int, list[RunCosts]] = {}
+    for sample in samples:
+        if sample.algo == costs.algo and sample.gym_id == costs.gym_id:
+            by_setting.setdefault(setting_of(sample), []).append(sample)
+    out = {}
+    for setting, runs in sorted(by_setting.items()):
+        steps = [reached_step(run, target) for run in runs]
+        out[setting] = SampleCost(
+            setting,
+            lower_median([None if s is None else float(s) for s in steps]),
+            lower_median(
+                [
+                    None if s is None else float(run.timesteps[s - 1])
+                    for s, run in zip(steps, runs, strict=True)
+                ]
+            ),
+            len(runs),
+            sum(s is not None for s in steps),
+        )
+    return out
+
+
+def read_samples(paths: Sequence[Path]) -> tuple[tuple[RunCosts, ...], str]:
+    """The completed runs under ``paths`` (run directories, runs directories, archives) as
+    sample costs, and where they come from in words ("" where there are none)."""
+    found = [p for p in paths if p.exists()]
+    # a folder of run archives (as the committed sample costs are) stands for its archives
+    found = [a for p in found for a in (sorted(p.glob("*.tar.xz")) if p.is_dir() else [])] + [
+        p for p in found if not p.is_dir() or not any(p.glob("*.tar.xz"))
+    ]
+    try:
+        dirs = rundir.find_run_dirs(found)
+    except rundir.UnreadableRun as error:
+        raise UsageError(f"--sample-costs: {str(error).splitlines()[0]}") from None
+    runs = tuple(c for c in map(read_costs, dirs) if not isinstance(c, str))
+    if not runs:
+        return (), ""
+    settings: dict[tuple[str, str, str], set[int]] = {}
+    for c in runs:
+        settings.setdefault((c.algo, c.env, c.family), set()).add(setting_of(c))
+    where = ", ".join(
+        f"{algo} on {env} ({'populations' if family == 'es' else 'n_envs'} "
+        f"{', '.join(map(str, sorted(values)))})"
+        for (algo, env, family), values in sorted(settings.items())
+    )
+    return runs, f"{len(runs)} sample-cost runs in {', '.join(p.name for p in paths)}: {where}"
+
+
 # -- the model ---------------------------------------------------------------------------------
 
 
@@ -593,8 +677,9 @@ class Assumptions:
 
     bandwidth_gbps: float = DEFAULT_BANDWIDTH_GBPS
     population_grows: bool = False
-    #: measured generations to the target per population (``--population-effect``)
-    population_effect: dict[int, float] = field(default_factory=dict)
+    #: runs at several populations or n_envs (``--sample-costs``), and where they come from
+    samples: tuple[RunCosts, ...] = ()
+    samples_source: str = ""
     #: "parallel": evaluation episodes spread over the cores for both families; "as-run":
     #: as the harness runs them (RL evaluates in its head, one episode after another)
     rl_eval: str = "parallel"
@@ -613,13 +698,19 @@ class Assumptions:
         """The assumptions in two lines for tables and reports."""
         population = (
             "at each W an ES runs the fastest of its own population and "
-            "population_per_worker x W' for each listed W' <= W"
-            + (" and the measured populations" if self.population_effect else "")
-            + " (never slower than its own); the effect of a population on generations to "
-            "the target is "
-            + ("measured (--population-effect)" if self.population_effect else "unmeasured")
+            "population_per_worker x W' for each listed W' <= W (never slower than its own; "
+            "the effect of those populations on generations to the target unmeasured)"
             if self.population_grows
-            else "each run's population is fixed, so an ES uses at most that many workers"
+            else "each run's population is fixed unless measured otherwise, so an ES uses at "
+            "most that many workers"
+        )
+        samples = (
+            f" Measured sample costs ({self.samples_source}): at each W an algorithm with "
+            "runs there may also use any population or n_envs measured, its generations and "
+            "timesteps to the target scaled by the measured medians against its own "
+            "setting's; the fastest is taken and named."
+            if self.samples
+            else " No sample costs measured: each RL run keeps its n_envs."
         )
         return [
             f"One head sends every message in turn over a {self.bandwidth_gbps:g} Gbit/s link "
@@ -639,7 +730,8 @@ class Assumptions:
                 if self.machine is not None
                 else " RL env processes' messages are not modelled (no --machine file):"
                 " optimistic for RL on cheap envs."
-            ),
+            )
+            + samples,
         ]
 
 
@@ -653,8 +745,17 @@ class Point:
     terms: dict[str, float]
     population: int | None = None
     generations: int = 0
-    #: with ``--population-grows``: which population the model picked, and why
+    #: where the model may pick a population or n_envs: which it picked, and why
     choice: str = ""
+    #: RL: the n_envs of this point (None: the run's own)
+    n_envs: int | None = None
+
+    @property
+    def setting(self) -> str:
+        """The population or n_envs picked, where it is not the run's own ("" there)."""
+        if not self.choice or self.choice == OWN_SETTING:
+            return ""
+        return self.choice.split(" (")[0]
 
 
 def _fixed(costs: RunCosts, step: int, names: Iterable[str]) -> float:
@@ -672,9 +773,13 @@ def _eval_factor(costs: RunCosts, workers: int, episodes: int, assumptions: Assu
     return math.ceil(episodes / workers) / math.ceil(episodes / min(costs.workers, episodes))
 
 
-def _evaluation(costs: RunCosts, step: int, workers: int, assumptions: Assumptions) -> float:
+def _evaluation(
+    costs: RunCosts, step: int, workers: int, assumptions: Assumptions, samples: float = 1.0
+) -> float:
+    """Evaluation and confirmation seconds at ``workers``; evaluations (one per so many
+    timesteps) as many as ``samples`` times the run's."""
     parts = costs.parts.get(step, {})
-    return parts.get("evaluation", 0.0) * _eval_factor(
+    return samples * parts.get("evaluation", 0.0) * _eval_factor(
         costs, workers, costs.eval_episodes, assumptions
     ) + parts.get("confirmation", 0.0) * _eval_factor(
         costs, workers, costs.confirm_episodes, assumptions
@@ -687,22 +792,20 @@ def es_point(
     workers: int,
     assumptions: Assumptions,
     population: int | None = None,
+    sample_cost: tuple[float, float] = (1.0, 1.0),
 ) -> Point:
     """The ES model at exactly ``workers`` workers, for the generations up to ``step``;
-    ``population``: each generation's candidates (default: the run's own)."""
+    ``population``: each generation's candidates (default: the run's own); ``sample_cost``:
+    its generations and timesteps to the target over the run's own (measured ratios)."""
     n = costs.tasks[:step]
     work, longest, task_bytes = costs.work_s[:step], costs.longest_s[:step], costs.task_bytes[:step]
     head = _fixed(costs, step, ("head_update", "obs_sync"))
-    generations, weight = step, 1.0
+    weight, samples = sample_cost
     if population is not None:
         grow = population / n
         work, task_bytes, n = work * grow, task_bytes * grow, np.full(n.shape, float(population))
         head *= population / max(costs.population, 1)
-        measured = assumptions.population_effect.get(population)
-        if measured is not None:  # measured generations at this population, each at the mean
-            weight = measured / step
-            head *= weight
-            generations = round(measured)
+    head *= weight  # each generation at the run's mean, as many as measured
     w = float(workers)
     spread = w < n
     episode_work = np.where(spread, work / w, work / n)
@@ -720,27 +823,35 @@ def es_point(
         "stragglers": float(stragglers.sum()) * weight,
         "head_update": head,
         "messages": float((counts * head_s + trips + data / bandwidth).sum()) * weight,
-        "evaluation": _evaluation(costs, step, workers, assumptions),
+        "evaluation": _evaluation(costs, step, workers, assumptions, samples),
         "bookkeeping": _fixed(costs, step, BOOKKEEPING_PARTS),
         "startup": _fixed(costs, step, STARTUP_PARTS),
     }
+    generations = round(step * weight)
     return Point(workers, workers, sum(terms.values()), terms, population, generations)
 
 
 def rl_point(
-    costs: RunCosts, step: int, workers: int, assumptions: Assumptions, envs_grow: bool = False
+    costs: RunCosts,
+    step: int,
+    workers: int,
+    assumptions: Assumptions,
+    n_envs: int | None = None,
+    samples: float = 1.0,
 ) -> Point:
     """The RL model at ``workers`` cores, for the chunks up to ``step``: rollouts over
-    ``min(workers, n_envs)`` envs (``envs_grow``: over ``workers`` envs), updates serial."""
-    envs = workers if envs_grow else min(workers, costs.n_envs)
-    serial_rollout = float(costs.rollout_s[:step].sum()) * costs.parallel_envs
+    ``min(workers, n_envs)`` envs (default: the run's own ``n_envs``), updates serial;
+    ``samples``: timesteps to the target over the run's own (a measured ratio), each at
+    the run's own rollout and update cost per timestep."""
+    envs = min(workers, n_envs or costs.n_envs)
+    serial_rollout = float(costs.rollout_s[:step].sum()) * costs.parallel_envs * samples
     episode_work, messages, machine = serial_rollout / envs, 0.0, assumptions.machine
     if envs > 1 and machine is not None:
         # env processes only from two envs on (algorithms/sb3.py steps one env in the head,
         # DummyVecEnv): the head sends and awaits every env's step in turn; where the env
         # step was measured (its env), only the env steps spread over the env processes,
         # the policy and the buffer staying in the head
-        steps_taken = float(np.nan_to_num(costs.timesteps[step - 1]))
+        steps_taken = float(np.nan_to_num(costs.timesteps[step - 1])) * samples
         messages = steps_taken * machine.subproc_message_s
         if machine.env == costs.gym_id:
             env_part = min(serial_rollout, steps_taken * machine.env_step_s)
@@ -748,13 +859,13 @@ def rl_point(
     terms = {
         "episode_work": episode_work,
         "stragglers": 0.0,
-        "head_update": float(costs.update_s[:step].sum()),
+        "head_update": float(costs.update_s[:step].sum()) * samples,
         "messages": messages,
-        "evaluation": _evaluation(costs, step, workers, assumptions),
+        "evaluation": _evaluation(costs, step, workers, assumptions, samples),
         "bookkeeping": _fixed(costs, step, BOOKKEEPING_PARTS),
         "startup": _fixed(costs, step, STARTUP_PARTS),
     }
-    return Point(workers, envs, sum(terms.values()), terms, None, step)
+    return Point(workers, envs, sum(terms.values()), terms, None, step, n_envs=n_envs)
 
 
 def point(costs: RunCosts, step: int, workers: int, assumptions: Assumptions) -> Point:
@@ -801,38 +912,97 @@ def _best_up_to(candidates: dict[int, Point], cores: Sequence[int]) -> list[Poin
     return [out[order[c]] for c in cores]
 
 
-def _grown(
+def _measured_ratio(
+    measured: dict[int, SampleCost], own: int, setting: int
+) -> tuple[float, float] | None:
+    """``setting``'s generations and timesteps to the target over the run's own setting's
+    (None: either never reached it, or one was not measured)."""
+    mine, theirs = measured.get(own), measured.get(setting)
+    if mine is None or theirs is None:
+        return None
+    if None in (mine.generations, mine.timesteps, theirs.generations, theirs.timesteps):
+        return None
+    assert mine.generations and mine.timesteps and theirs.generations and theirs.timesteps
+    return theirs.generations / mine.generations, theirs.timesteps / mine.timesteps
+
+
+def _measured_why(measured: dict[int, SampleCost], own: int, setting: int, family: str) -> str:
+    mine, theirs = measured[own], measured[setting]
+    assert mine.timesteps is not None and theirs.timesteps is not None
+    name = "population" if family == "es" else "n_envs"
+    return (
+        f"{name} {setting:,} (measured {_steps(theirs.timesteps)} timesteps to R, "
+        f"{_steps(mine.timesteps)} at {own:,})"
+    )
+
+
+def sample_text(measured: dict[int, SampleCost], family: str) -> str:
+    """The measured sample costs in one line, per setting."""
+    name = "population" if family == "es" else "n_envs"
+    return "; ".join(
+        f"{name} {k:,}: "
+        + (
+            f"{_steps(c.timesteps)} timesteps, {c.generations:,.0f} "
+            + ("generations" if family == "es" else "steps")
+            if c.timesteps is not None and c.generations is not None
+            else "never"
+        )
+        + f" ({c.reached} of {c.runs} runs reached R)"
+        for k, c in measured.items()
+    )
+
+
+def _steps(timesteps: float) -> str:
+    return f"{timesteps / 1e6:.2f}M" if timesteps >= 1e6 else f"{timesteps / 1e3:.0f}k"
+
+
+def _picked(
     costs: RunCosts,
     step: int,
     fixed: Sequence[Point],
     cores: Sequence[int],
     assumptions: Assumptions,
+    measured: dict[int, SampleCost],
 ) -> list[Point]:
-    """With ``--population-grows``: at each core count ``W`` the fastest population the
-    user could pick, on ``min(W, population)`` workers: the run's own (``fixed``, its best
-    at up to ``W`` workers), ``population_per_worker x W'`` for each listed ``W' <= W``, or
-    one of ``--population-effect``'s. Never slower than the run's own population."""
+    """At each core count ``W`` the fastest setting the user could pick: the run's own
+    (``fixed``, its best at up to ``W`` workers); for an ES with ``--population-grows``
+    ``population_per_worker x W'`` for each listed ``W' <= W``; and every population (ES,
+    on ``min(W, population)`` workers) or ``n_envs`` (RL) whose sample cost was measured.
+    Never slower than the run's own setting."""
+    own = setting_of(costs)
     per_worker = costs.population_per_worker or 1.0
-    measured = assumptions.population_effect
+    ratios = {k: r for k in measured if k != own and (r := _measured_ratio(measured, own, k))}
     cache: dict[tuple[int, int], Point] = {}
 
-    def grown(population: int, workers: int, why: str) -> Point:
-        key = (population, workers)
+    def option(setting: int, c: int, why: str) -> Point:
+        ratio = ratios.get(setting, (1.0, 1.0))
+        key = (setting, min(c, setting) if costs.family == "es" else c)
         if key not in cache:
-            cache[key] = es_point(costs, step, workers, assumptions, population)
+            cache[key] = (
+                es_point(costs, step, key[1], assumptions, setting, ratio)
+                if costs.family == "es"
+                else rl_point(costs, step, c, assumptions, setting, ratio[1])
+            )
         return replace(cache[key], choice=why)
 
     out = []
-    for c, own in zip(cores, fixed, strict=True):
-        options = [replace(own, population=costs.population, choice="the run's own")]
-        for listed in sorted({w for w in cores if w <= c}):
-            population = max(round(per_worker * listed), 1)
-            why = f"{per_worker:g} per worker x {listed:,}"
-            if population in measured:
-                why += " (generations measured)"
-            options.append(grown(population, min(c, population), why))
-        for population in sorted(measured):
-            options.append(grown(population, min(c, population), "generations measured"))
+    for c, mine in zip(cores, fixed, strict=True):
+        options = [
+            replace(
+                mine,
+                population=costs.population if costs.family == "es" else None,
+                n_envs=costs.n_envs if costs.family == "rl" else None,
+                choice=OWN_SETTING,
+            )
+        ]
+        if costs.family == "es" and assumptions.population_grows:
+            for listed in sorted({w for w in cores if w <= c}):
+                population = max(round(per_worker * listed), 1)
+                if population not in measured:
+                    why = f"{per_worker:g} per worker x {listed:,} (unmeasured)"
+                    options.append(option(population, c, why))
+        for setting in sorted(ratios):
+            options.append(option(setting, c, _measured_why(measured, own, setting, costs.family)))
         best = min(options, key=lambda p: p.seconds)  # the first of equals: the run's own
         out.append(replace(best, cores=c))
     return out
@@ -872,11 +1042,17 @@ def project(
             )
     candidates = {w: point(costs, step, w, assumptions) for w in range(1, cap + 1)}
     points = _best_up_to(candidates, cores)
-    if costs.family == "es" and assumptions.population_grows:
-        points = _grown(costs, step, points, cores, assumptions)
+    measured = sample_costs(assumptions.samples, costs, target)
+    if measured and _measured_ratio(measured, setting_of(costs), setting_of(costs)) is None:
+        notes.append(
+            f"sample costs measured at {', '.join(f'{k:,}' for k in measured)}, but not at "
+            f"the run's own {setting_of(costs):,} (or never reaching R there): not used"
+        )
+    if (costs.family == "es" and assumptions.population_grows) or measured:
+        points = _picked(costs, step, points, cores, assumptions, measured)
     raised: list[Point] = []
     if costs.family == "rl":
-        raised = [rl_point(costs, step, c, assumptions, envs_grow=True) for c in cores]
+        raised = [rl_point(costs, step, c, assumptions, n_envs=c) for c in cores]
     return Projection(
         costs,
         target,
@@ -1258,15 +1434,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="at each W an ES may also run population_per_worker x W' candidates (W' <= W); "
         "the fastest population is taken, never slower than the run's own; the effect on "
-        "generations to R is unmeasured unless --population-effect is given",
+        "generations to R is unmeasured",
     )
     parser.add_argument(
-        "--population-effect",
+        "--sample-costs",
         type=Path,
-        default=None,
-        metavar="FILE",
-        help="with --population-grows: a JSON object of measured generations to R per "
-        'population, e.g. {"40": 120, "80": 70}',
+        nargs="*",
+        default=[SAMPLE_COSTS],
+        metavar="RUNS",
+        help="runs of an algorithm at several populations (ES) or n_envs (RL) whose measured "
+        "timesteps to R the projection may pick from at each W (default: the committed "
+        "reports/benchmarks/sample_costs; none: --sample-costs with no RUNS)",
     )
     parser.add_argument(
         "--bandwidth-gbps",
@@ -1291,33 +1469,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "cost per env step (default: reports/benchmarks/projection_lander/machine.json)",
     )
     parser.add_argument("--per-run", action="store_true", help="also print every run's own table")
-
-
-def _population_effect(path: Path | None) -> dict[int, float]:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        reason = " ".join(str(error).split())
-        raise UsageError(f"--population-effect {str(path)!r}: {reason}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"--population-effect {str(path)!r}: expected a JSON object")
-    out: dict[int, float] = {}
-    for key, value in data.items():
-        try:
-            population, generations = int(key), float(value)
-        except (TypeError, ValueError):
-            raise UsageError(
-                f"--population-effect {str(path)!r}: {key!r}: {value!r} is not a population "
-                "and its generations"
-            ) from None
-        if population < 1 or not generations > 0:
-            raise UsageError(
-                f"--population-effect {str(path)!r}: {key!r}: {value!r} must be positive"
-            )
-        out[population] = generations
-    return out
 
 
 def configurations(
@@ -1436,21 +1587,28 @@ def _point_row(point: Point) -> dict[str, Any]:
         "cores": point.cores,
         "workers": point.workers,
         "population": point.population,
-        **({"population_choice": point.choice} if point.choice else {}),
+        **({"n_envs": point.n_envs} if point.n_envs else {}),
+        **({"picked": point.choice} if point.choice else {}),
         "seconds": point.seconds,
         **point.terms,
     }
 
 
-def _columns(with_population: bool, band: bool = False) -> list[tuple[str, str, str]]:
+def _columns(setting: str | None, band: bool = False) -> list[tuple[str, str, str]]:
+    """The table's columns; ``setting``: the knob picked per core count ("population",
+    "n_envs"), None where nothing was picked."""
     columns = [("cores", "cores", "d"), ("workers", "workers used", "d")]
-    if with_population:
-        columns += [("population", "population", "d"), ("population_choice", "picked", "")]
+    if setting:
+        columns += [(setting, setting, "d"), ("picked", "picked", "")]
     columns.append(("seconds", "time to R s", ".1f"))
     if band:
         columns.append(("band", "95% band s", ""))
     columns += [(term, TERM_HEADINGS[term], ".2f") for term in TERMS]
     return columns
+
+
+def _setting(family: str, picked: bool) -> str | None:
+    return ("population" if family == "es" else "n_envs") if picked else None
 
 
 def render(
@@ -1475,6 +1633,9 @@ def render(
                 + (f"; measured medians {measured}" if measured else ""),
             ]
             lines += [f"  {note}" for note in [item.startup_label, *item.notes]]
+            settings = sample_costs(assumptions.samples, item.runs[0].costs, value)
+            if settings:
+                lines.append(f"  sample costs to R: {sample_text(settings, item.family)}")
             rows = [
                 {
                     **(_point_row(p) if p is not None else {"cores": c, "seconds": None}),
@@ -1485,8 +1646,8 @@ def render(
             if all(p is None for _, _, p in item.median):
                 lines.append("  never reached by the median run")
                 continue
-            grows = assumptions.population_grows and item.family == "es"
-            lines.append(format_table(rows, _columns(grows, band=True)))
+            picked = any(p is not None and p.choice for _, _, p in item.median)
+            lines.append(format_table(rows, _columns(_setting(item.family, picked), band=True)))
             if item.family == "rl":
                 chosen = _median_point([m.envs_raised[0] if m.reached else None for m in item.runs])
                 if chosen is not None:
@@ -1517,8 +1678,8 @@ def render(
                     f"  reached R at step {one.step}, {one.timesteps:.0f} timesteps; measured "
                     + (f"{one.measured_s:.1f} s" if one.measured_s is not None else "—")
                 )
-                grows = assumptions.population_grows and costs.family == "es"
-                lines.append(format_table([_point_row(p) for p in one.points], _columns(grows)))
+                setting = _setting(costs.family, any(p.choice for p in one.points))
+                lines.append(format_table([_point_row(p) for p in one.points], _columns(setting)))
     return "\n".join(lines)
 
 
@@ -1538,11 +1699,7 @@ def to_json(
         "assumptions": {
             "bandwidth_gbps": assumptions.bandwidth_gbps,
             "population_grows": assumptions.population_grows,
-            "population_effect": (
-                {str(k): v for k, v in assumptions.population_effect.items()}
-                if assumptions.population_effect
-                else ("unmeasured" if assumptions.population_grows else None)
-            ),
+            "sample_costs": assumptions.samples_source or None,
             "rl_eval": assumptions.rl_eval,
             "text": assumptions.lines(),
         },
@@ -1557,6 +1714,10 @@ def to_json(
                 "reached": a.reached,
                 "notes": a.notes,
                 "startup": {"seconds": a.startup, "label": a.startup_label},
+                "sample_costs": {
+                    str(k): dataclasses.asdict(c)
+                    for k, c in sample_costs(assumptions.samples, a.runs[0].costs, a.target).items()
+                },
                 "projection": [
                     {
                         **(_point_row(p) if p is not None else {"cores": c, "seconds": None}),
@@ -1622,8 +1783,9 @@ def _inputs(costs: RunCosts) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.population_effect is not None and not args.population_grows:
-        raise UsageError("--population-effect needs --population-grows")
+    for path in args.sample_costs:
+        if not path.exists() and path != SAMPLE_COSTS:
+            raise UsageError(f"--sample-costs {str(path)!r} does not exist")
     if not args.bandwidth_gbps > 0:
         raise UsageError(f"--bandwidth-gbps must be positive, got {args.bandwidth_gbps:g}")
     if args.json is not None:
@@ -1641,11 +1803,13 @@ def run(args: argparse.Namespace) -> int:
             f"--machine {str(args.machine)!r} holds no dummy_steps_per_s and subproc_message_s"
             " (write it with harness bench ceiling --vec-envs N --json FILE)"
         )
+    samples, samples_source = read_samples(args.sample_costs)
     assumptions = Assumptions(
         machine=machine,
         bandwidth_gbps=args.bandwidth_gbps,
         population_grows=args.population_grows,
-        population_effect=_population_effect(args.population_effect),
+        samples=samples,
+        samples_source=samples_source,
         head_message_s=head_costs,
         head_message_source=head_source,
     )

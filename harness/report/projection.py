@@ -60,6 +60,15 @@ class Panel:
             return model.best_of(self.algorithms, family, self.cores)
         return [(c, seconds, item.algo) for c, seconds, _ in item.median]
 
+    def picks(self, family: str) -> list[str]:
+        """At each core count, the population or n_envs :meth:`best`'s median run picked
+        where it is not its own (from measured sample costs), else ""."""
+        by_name = {a.algo: a for a in self.algorithms}
+        return [
+            point.setting if algo in by_name and (point := by_name[algo].median[i][2]) else ""
+            for i, (_, _, algo) in enumerate(self.best(family))
+        ]
+
     def band(self, family: str) -> list[tuple[float | None, float | None]]:
         """The 95% band of :meth:`best`'s time at each core count (its algorithm's)."""
         by_name = {a.algo: a for a in self.algorithms}
@@ -97,11 +106,17 @@ class Panel:
 
 def default_assumptions() -> model.Assumptions:
     """The model's assumptions in reports: 10 Gbit/s, the committed measured message costs
-    (the ES head's, and RL env processes'), each run's population fixed, evaluation spread
-    over the cores for both families."""
+    (the ES head's, and RL env processes'), each run's population and n_envs fixed unless
+    the committed sample costs measured others, evaluation spread over the cores for both
+    families."""
     costs, source = model.message_costs()
+    samples, samples_source = model.read_samples([model.SAMPLE_COSTS])
     return model.Assumptions(
-        head_message_s=costs, head_message_source=source, machine=model.machine_costs()
+        head_message_s=costs,
+        head_message_source=source,
+        machine=model.machine_costs(),
+        samples=samples,
+        samples_source=samples_source,
     )
 
 
@@ -190,6 +205,7 @@ def verdict(panel: Panel) -> str:
         i = panel.cores.index(first)
         _, e, algo = es[i]
         _, r, rl_algo = rl[i]
+        algo, rl_algo = _named(algo, panel.picks("es")[i]), _named(rl_algo, panel.picks("rl")[i])
         es_band, rl_band = model.band_text(es_bands[i]), model.band_text(rl_bands[i])
         against_text = f"{rl_algo} {_seconds(r)} {rl_band}" if r is not None else "RL never"
         beyond = (
@@ -218,12 +234,16 @@ def verdict(panel: Panel) -> str:
             f"; {algo} uses {point.workers:,} worker(s) there and its largest term is "
             f"{model.TERM_HEADINGS[largest].removesuffix(' s')} ({point.terms[largest]:.1f} s)"
         )
-        if point.workers < top and not point.population:
+        if point.workers < top and not point.setting:
             reason += f", its population capping its workers at {point.workers:,}"
     return (
         f"{panel.env}: never, because at {top:,} cores the best ES ({algo}, {_seconds(e)}) "
         f"is still slower than the best RL ({rl_algo}, {_seconds(r)}){reason}; {bands}."
     )
+
+
+def _named(algo: str, setting: str) -> str:
+    return f"{algo} at {setting}" if setting else algo
 
 
 def gated_verdict(panel: Panel, gates: Mapping[str, str]) -> str:
@@ -395,6 +415,8 @@ def table(chosen: Sequence[Panel]) -> pd.DataFrame:
                     cell += f" {model.band_text(band)}"
                 if point is not None and point.workers < c:
                     cell += f" ({point.workers:,} used)"
+                if point is not None and point.setting:
+                    cell += f" at {point.setting}"
                 row[_cores(c)] = cell
             row["measured"] = (
                 ", ".join(f"{_seconds(s)} at W={w}" for w, s, _, _ in item.measured) or "—"
@@ -530,11 +552,13 @@ def benchmark_section(
     for panel in chosen:
         for family, label in (("es", "best ES"), ("rl", "best RL")):
             row: dict[str, str] = {"task": panel.env, "score": f"{panel.target:.4g}", "": label}
-            for (c, seconds, algo), band in zip(
-                panel.best(family), panel.band(family), strict=True
+            for (c, seconds, algo), band, setting in zip(
+                panel.best(family), panel.band(family), panel.picks(family), strict=True
             ):
                 row[_cores(c)] = (
-                    f"{_seconds(seconds)} {model.band_text(band)} {algo}" if seconds else "never"
+                    f"{_seconds(seconds)} {model.band_text(band)} {_named(algo, setting)}"
+                    if seconds
+                    else "never"
                 )
             rows.append(row)
     section.tables.append(("", pd.DataFrame(rows)))
