@@ -191,18 +191,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--machine",
         type=Path,
-        default=project.MACHINE_COSTS,
-        help="a `harness bench ceiling --vec-envs N --json` output (RL env processes' messages)",
+        nargs="+",
+        default=list(project.MACHINES),
+        help="`harness bench ceiling --vec-envs N --json` outputs (RL env processes' messages; "
+        "default: the committed ones)",
     )
     args = parser.parse_args(argv)
     costs_file, source = project.message_costs()
-    assumptions = project.Assumptions(
-        rl_eval="as-run",
-        head_message_s=costs_file,
-        head_message_source=source,
-        machine=project.machine_costs(args.machine),
-    )
     try:
+        assumptions = project.Assumptions(
+            rl_eval="as-run",
+            head_message_s=costs_file,
+            head_message_source=source,
+            machines=project.machines_of(args.machine),
+        )
         costs, skipped = project.load(args.runs)
     except UsageError as error:
         print(f"validate_projection: {error}", file=sys.stderr)

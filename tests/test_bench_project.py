@@ -676,7 +676,7 @@ def test_one_env_steps_in_the_head_so_its_rl_run_pays_no_env_messages(runs: Path
     (ppo,) = [c for c in map(project.read_costs, sorted(runs.iterdir())) if not isinstance(c, str)
               and c.algo == "ppo"]  # fmt: skip
     machine = project.MachineCosts("", 1e-4, 1e-3, "test")
-    assumptions = project.Assumptions(machine=machine)
+    assumptions = project.Assumptions(machines=(machine,))
     step = len(ppo.timesteps)
     one_env = dataclasses.replace(ppo, n_envs=1)
     assert project.rl_point(one_env, step, 2, assumptions).terms["messages"] == 0.0

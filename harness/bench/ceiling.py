@@ -13,7 +13,10 @@ cannot exceed this figure, so read those beside it.
 stepped in this process (``DummyVecEnv``) and in one process each, zero actions, no policy.
 Per env step, ``subproc_message_s = 1 / rate_subproc - 1 / (rate_dummy x min(cores, N))``
 is the serial cost of the messages (the head pickles, sends and waits for each env in
-turn), which ``harness bench project --machine FILE`` adds to RL rollouts at W > 1.
+turn), which ``harness bench project --machine FILE`` adds to RL rollouts at W > 1. That
+cost grows with the head's own work between steps (the policy's forward pass), during
+which the env processes fall asleep and must be woken: ``subproc_message_s_by_gap`` gives
+it with the head busy for each of ``head_gap_ms`` between steps (only ``step`` timed).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from typing import Any
 
 from evaluation.spawning import main_module_hidden
 from harness.bench import emit, format_table
+
+#: The head's busy time between vectorised steps (ms) at which the message cost is measured.
+HEAD_GAPS_MS = (0.0, 1.0, 3.0, 10.0)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="also time N envs stepped in-process and in subprocesses (SB3), 0: skip",
+    )
+    parser.add_argument(
+        "--head-gaps-ms",
+        type=float,
+        nargs="+",
+        default=list(HEAD_GAPS_MS),
+        help="with --vec-envs: the head's busy milliseconds between steps at which the "
+        "message cost is also measured (default: 0 1 3 10)",
     )
 
 
@@ -83,8 +97,11 @@ def throughput(env_id: str, workers: int, seconds: float) -> float:
     return float(sum(rates))
 
 
-def vec_env_rates(env_id: str, n_envs: int, seconds: float) -> dict[str, float]:
-    """Env steps per second of ``n_envs`` envs in this process and in one process each."""
+def vec_env_rates(
+    env_id: str, n_envs: int, seconds: float, gaps_ms: tuple[float, ...] = (0.0,)
+) -> dict[str, list[float]]:
+    """Seconds of ``step`` per env step of ``n_envs`` envs in this process ("dummy") and in
+    one process each ("subproc"), the head busy ``gap`` ms before each step, per gap."""
     import numpy as np
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
@@ -92,7 +109,7 @@ def vec_env_rates(env_id: str, n_envs: int, seconds: float) -> dict[str, float]:
     from envs.registry import make_env
 
     factories = [lambda: make_env(env_id) for _ in range(n_envs)]
-    rates: dict[str, float] = {}
+    out: dict[str, list[float]] = {}
     for name, vec in (
         ("dummy", DummyVecEnv(factories)),
         ("subproc", SubprocVecEnv(factories, start_method=_SUBPROC_START)),
@@ -101,13 +118,20 @@ def vec_env_rates(env_id: str, n_envs: int, seconds: float) -> dict[str, float]:
         vec.reset()
         shape = tuple(vec.action_space.shape or ())
         actions = np.zeros((n_envs, *shape), dtype=np.float32)
-        steps, started = 0, time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            vec.step(actions)
-            steps += n_envs
-        rates[name] = steps / (time.perf_counter() - started)
+        out[name] = []
+        for gap in gaps_ms:
+            steps, stepping, started = 0, 0.0, time.perf_counter()
+            while time.perf_counter() - started < seconds:
+                busy = time.perf_counter()
+                while time.perf_counter() - busy < gap / 1000:
+                    pass  # the head's own work: the env processes wait, as under a policy
+                begun = time.perf_counter()
+                vec.step(actions)
+                stepping += time.perf_counter() - begun
+                steps += n_envs
+            out[name].append(stepping / steps)
         vec.close()
-    return rates
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     if args.vec_envs < 0:
         raise UsageError(f"--vec-envs must be >= 0, got {args.vec_envs}")
+    if any(not gap >= 0 for gap in args.head_gaps_ms):
+        raise UsageError(f"--head-gaps-ms must be >= 0, got {args.head_gaps_ms}")
     try:
         env_id = resolve_env_id(args.env)
     except UnknownEnvError as error:
@@ -158,14 +184,21 @@ def run(args: argparse.Namespace) -> int:
         figures[f"w{w}.ceiling_worst"] = round(min(rates) / best_one, 3)
     if args.vec_envs:
         cores = os.cpu_count() or 1
-        vec_rates = vec_env_rates(env_id, args.vec_envs, args.seconds)
-        parallel = vec_rates["dummy"] * min(cores, args.vec_envs)
+        gaps = tuple(sorted({0.0, *args.head_gaps_ms}))
+        step_s = vec_env_rates(env_id, args.vec_envs, args.seconds, gaps)
+        spread = min(cores, args.vec_envs)
+        messages = [
+            max(0.0, sub - dummy / spread)
+            for sub, dummy in zip(step_s["subproc"], step_s["dummy"], strict=True)
+        ]
         figures |= {
             "vec_envs": args.vec_envs,
             "cores": cores,
-            "dummy_steps_per_s": round(vec_rates["dummy"], 1),
-            "subproc_steps_per_s": round(vec_rates["subproc"], 1),
-            "subproc_message_s": max(0.0, 1 / vec_rates["subproc"] - 1 / parallel),
+            "dummy_steps_per_s": round(1 / step_s["dummy"][0], 1),
+            "subproc_steps_per_s": round(1 / step_s["subproc"][0], 1),
+            "subproc_message_s": messages[0],
+            "head_gap_ms": list(gaps),
+            "subproc_message_s_by_gap": messages,
         }
     emit(figures, args.json)
     return 0

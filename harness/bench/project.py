@@ -81,8 +81,10 @@ from harness.commands import UsageError, check_writable_dir
 #: The model's version, recorded with every prediction (scripts/validate_projection.py):
 #: raised whenever a term's formula changes, so that a prediction is checked only against
 #: the model that made it. 2: RL env-process messages only where SB3 steps more than one
-#: env in subprocesses (a single env steps in the head).
-MODEL_VERSION = 2
+#: env in subprocesses (a single env steps in the head). 3: RL env-process messages cost
+#: what the machine file measured with the head as busy between steps as the run's own
+#: rollout was, and each env's own machine file where one was measured.
+MODEL_VERSION = 3
 #: The worker counts at which the model's predictions have been checked against measured
 #: runs (docs/scaling.md, "Checking the model against measurements"); beyond: projected.
 VALIDATED_WORKERS = (1, 2)
@@ -104,6 +106,9 @@ MESSAGE_COSTS = Path(__file__).resolve().parents[2] / "reports" / "benchmarks" /
 #: ``harness bench ceiling --vec-envs 16 --json`` output on the development machine: the
 #: head's message cost per env step when RL steps its envs in subprocesses (W > 1)
 MACHINE_COSTS = MESSAGE_COSTS.parent / "projection_lander" / "machine.json"
+#: Every committed machine file: the lander's (the default for other envs), PendulumPO's
+#: (``--vec-envs 8``, with the head's gaps).
+MACHINES = (MACHINE_COSTS, MESSAGE_COSTS.parent / "projection_heldout" / "machine_pendulum.json")
 #: Run archives of ``experiments/sample_costs_*.yaml``: timesteps to a score per population
 #: (ES) and per ``n_envs`` (RL), on tuning seeds (docs/scaling.md, "Sample costs").
 SAMPLE_COSTS = MESSAGE_COSTS.parent / "sample_costs"
@@ -570,14 +575,46 @@ class MachineCosts:
     env_step_s: float
     subproc_message_s: float
     source: str
+    #: the head's busy seconds between steps, and the message cost per env step at each
+    gaps_s: tuple[float, ...] = ()
+    gap_messages_s: tuple[float, ...] = ()
+
+    def message_s(self, gap_s: float) -> float:
+        """The message cost per env step with the head busy ``gap_s`` between steps:
+        interpolated between the measured gaps, held at the ends."""
+        if not self.gaps_s:
+            return self.subproc_message_s
+        return float(np.interp(gap_s, self.gaps_s, self.gap_messages_s))
 
     def phrase(self) -> str:
-        return (
-            f"RL env processes cost {self.subproc_message_s * 1e6:.0f} us of the head's time "
-            f"per env step in messages ({self.source}; the env step itself, "
-            f"{self.env_step_s * 1e6:.0f} us, measured on {self.env} only: on other envs the "
-            "whole rollout spreads over the env processes)"
+        by_gap = (
+            f", rising to {self.gap_messages_s[-1] * 1e6:.0f} us with the head busy "
+            f"{self.gaps_s[-1] * 1e3:g} ms between steps"
+            if self.gaps_s
+            else ""
         )
+        return (
+            f"{self.env}: {self.subproc_message_s * 1e6:.0f} us of the head's time per env step"
+            f"{by_gap}, the env step itself {self.env_step_s * 1e6:.0f} us ({self.source})"
+        )
+
+
+def machines_of(paths: Sequence[Path] = MACHINES) -> tuple[MachineCosts, ...]:
+    """The message costs of ``--machine`` files; a committed default that is missing is
+    left out. Raises :class:`UsageError` for another file missing or holding none."""
+    out = []
+    for path in paths:
+        machine = machine_costs(path)
+        if machine is not None:
+            out.append(machine)
+        elif path.is_file():
+            raise UsageError(
+                f"--machine {str(path)!r} holds no dummy_steps_per_s and subproc_message_s"
+                " (write it with harness bench ceiling --vec-envs N --json FILE)"
+            )
+        elif path not in MACHINES:
+            raise UsageError(f"--machine {str(path)!r} is not a file")
+    return tuple(out)
 
 
 def machine_costs(path: Path | None = MACHINE_COSTS) -> MachineCosts | None:
@@ -593,7 +630,17 @@ def machine_costs(path: Path | None = MACHINE_COSTS) -> MachineCosts | None:
     rate, message = data.get("dummy_steps_per_s"), data.get("subproc_message_s")
     if not isinstance(rate, (int, float)) or not isinstance(message, (int, float)) or rate <= 0:
         return None
-    return MachineCosts(str(data.get("env", "")), 1.0 / float(rate), float(message), path.name)
+    gaps, by_gap = data.get("head_gap_ms") or [], data.get("subproc_message_s_by_gap") or []
+    if len(gaps) != len(by_gap) or not all(isinstance(v, (int, float)) for v in gaps + by_gap):
+        gaps, by_gap = [], []
+    return MachineCosts(
+        str(data.get("env", "")),
+        1.0 / float(rate),
+        float(message),
+        path.name,
+        tuple(float(g) / 1000 for g in gaps),
+        tuple(float(m) for m in by_gap),
+    )
 
 
 @dataclass(frozen=True)
@@ -687,8 +734,15 @@ class Assumptions:
     #: a backend missing here counts each run's whole round trip as serial
     head_message_s: dict[str, float] = field(default_factory=dict)
     head_message_source: str = ""
-    #: RL in env subprocesses (W > 1): the measured message costs (:func:`machine_costs`)
-    machine: MachineCosts | None = None
+    #: RL in env subprocesses (W > 1): the measured message costs (:func:`machine_costs`),
+    #: the first for envs none of them was measured on
+    machines: tuple[MachineCosts, ...] = ()
+
+    def machine_for(self, gym_id: str) -> MachineCosts | None:
+        """The message costs measured on ``gym_id``, else the first file's."""
+        return next((m for m in self.machines if m.env == gym_id), None) or next(
+            iter(self.machines), None
+        )
 
     def head_cost(self, backend: str) -> float | None:
         """The head's serial seconds per message for runs of ``backend`` (None: unknown)."""
@@ -726,8 +780,11 @@ class Assumptions:
             "parallel and updates serially; evaluation episodes spread over the cores "
             + ("for both families." if self.rl_eval == "parallel" else "for ES (RL: in series).")
             + (
-                f" At W > 1 {self.machine.phrase()}."
-                if self.machine is not None
+                " At W > 1 RL env processes cost, in messages: "
+                + "; ".join(m.phrase() for m in self.machines)
+                + " (an env measured in none of these: the first's messages, and its whole "
+                "rollout spreads over the env processes)."
+                if self.machines
                 else " RL env processes' messages are not modelled (no --machine file):"
                 " optimistic for RL on cheap envs."
             )
@@ -845,17 +902,22 @@ def rl_point(
     the run's own rollout and update cost per timestep."""
     envs = min(workers, n_envs or costs.n_envs)
     serial_rollout = float(costs.rollout_s[:step].sum()) * costs.parallel_envs * samples
-    episode_work, messages, machine = serial_rollout / envs, 0.0, assumptions.machine
+    machine = assumptions.machine_for(costs.gym_id)
+    episode_work, messages = serial_rollout / envs, 0.0
     if envs > 1 and machine is not None:
         # env processes only from two envs on (algorithms/sb3.py steps one env in the head,
         # DummyVecEnv): the head sends and awaits every env's step in turn; where the env
         # step was measured (its env), only the env steps spread over the env processes,
-        # the policy and the buffer staying in the head
+        # the policy and the buffer staying in the head. The messages cost more the longer
+        # the head works between steps (the env processes sleep meanwhile): the head's
+        # seconds per vectorised step are the run's own rollout less its env steps.
         steps_taken = float(np.nan_to_num(costs.timesteps[step - 1])) * samples
-        messages = steps_taken * machine.subproc_message_s
+        env_part = 0.0
         if machine.env == costs.gym_id:
             env_part = min(serial_rollout, steps_taken * machine.env_step_s)
             episode_work = serial_rollout - env_part + env_part / envs
+        vector_steps = max(steps_taken / costs.n_envs, 1.0)
+        messages = steps_taken * machine.message_s((serial_rollout - env_part) / vector_steps)
     terms = {
         "episode_work": episode_work,
         "stragglers": 0.0,
@@ -1463,10 +1525,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--machine",
         type=Path,
-        default=MACHINE_COSTS,
+        nargs="+",
+        default=list(MACHINES),
         metavar="FILE",
-        help="a `harness bench ceiling --vec-envs N --json` output: RL env processes' message "
-        "cost per env step (default: reports/benchmarks/projection_lander/machine.json)",
+        help="`harness bench ceiling --vec-envs N --json` outputs: RL env processes' message "
+        "cost per env step, each used for its env, the first for the others (default: "
+        "reports/benchmarks/projection_lander/machine.json, projection_heldout/"
+        "machine_pendulum.json)",
     )
     parser.add_argument("--per-run", action="store_true", help="also print every run's own table")
 
@@ -1794,18 +1859,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--json {str(args.json)!r} is a directory")
     if not args.message_costs.is_file() and args.message_costs != MESSAGE_COSTS:
         raise UsageError(f"--message-costs {str(args.message_costs)!r} is not a file")
-    if not args.machine.is_file() and args.machine != MACHINE_COSTS:
-        raise UsageError(f"--machine {str(args.machine)!r} is not a file")
     head_costs, head_source = message_costs(args.message_costs)
-    machine = machine_costs(args.machine)
-    if args.machine.is_file() and machine is None:
-        raise UsageError(
-            f"--machine {str(args.machine)!r} holds no dummy_steps_per_s and subproc_message_s"
-            " (write it with harness bench ceiling --vec-envs N --json FILE)"
-        )
+    machines = machines_of(args.machine)
     samples, samples_source = read_samples(args.sample_costs)
     assumptions = Assumptions(
-        machine=machine,
+        machines=machines,
         bandwidth_gbps=args.bandwidth_gbps,
         population_grows=args.population_grows,
         samples=samples,

@@ -114,7 +114,7 @@ def default_assumptions() -> model.Assumptions:
     return model.Assumptions(
         head_message_s=costs,
         head_message_source=source,
-        machine=model.machine_costs(),
+        machines=model.machines_of(),
         samples=samples,
         samples_source=samples_source,
     )
