@@ -105,7 +105,8 @@ def predict(
 
 def compare(prediction: dict[str, Any], other: project.RunCosts) -> dict[str, Any] | None:
     """A prediction beside what the run it predicts measured, or None where that run
-    missed its target."""
+    missed its target; no error where it reached it at another step (it took another path:
+    the prediction is of other work)."""
     step_other = project.reached_step(other, prediction["target"])
     if step_other is None:
         return None
@@ -115,7 +116,11 @@ def compare(prediction: dict[str, Any], other: project.RunCosts) -> dict[str, An
         **{k: v for k, v in prediction.items() if k not in ("step", "parts")},
         "steps": [prediction["step"], step_other],
         "measured_s": measured,
-        "error": (prediction["predicted_s"] - measured) / measured if measured else None,
+        "error": (
+            (prediction["predicted_s"] - measured) / measured
+            if measured and step_other == prediction["step"]
+            else None
+        ),
         "parts": {
             name: {
                 "predicted": prediction["parts"][name],
@@ -124,6 +129,10 @@ def compare(prediction: dict[str, Any], other: project.RunCosts) -> dict[str, An
             for name, (_, measured_parts) in PARTS.items()
         },
     }
+
+
+def _no_error(row: dict[str, Any]) -> str:
+    return "— (another path)" if row["steps"][0] != row["steps"][1] else "—"
 
 
 def markdown(rows: list[dict[str, Any]], assumptions: project.Assumptions) -> str:
@@ -144,7 +153,7 @@ def markdown(rows: list[dict[str, Any]], assumptions: project.Assumptions) -> st
             r["env"], r["algo"], str(r["seed"]), f"{r['steps'][0]}/{r['steps'][1]}",
             f"{base_measured:.1f}" if base_measured is not None else "—",
             f"{r['base_model_s']:.1f}", f"{r['measured_s']:.1f}", f"{r['predicted_s']:.1f}",
-            f"{r['error']:+.1%}" if r["error"] is not None else "—",
+            f"{r['error']:+.1%}" if r["error"] is not None else _no_error(r),
             *(
                 f"{r['parts'][n]['predicted']:.1f}/{r['parts'][n]['measured']:.1f}"
                 for n in PARTS
@@ -163,7 +172,8 @@ def markdown(rows: list[dict[str, Any]], assumptions: project.Assumptions) -> st
     if differ:
         lines.append(
             f"{len(differ)} pair(s) reached the target at different steps (the W={w1} run "
-            f"took another path); the prediction uses the W={w0} run's steps."
+            f"took another path): the prediction, of the W={w0} run's steps, is of other "
+            "work, so no error is given."
         )
     lines += ["", *assumptions.lines()]
     return "\n".join(lines)

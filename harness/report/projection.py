@@ -481,6 +481,22 @@ def report_section(
     return section
 
 
+def sample_costs_text(panel: Panel, algos: Sequence[str], assumptions: model.Assumptions) -> str:
+    """Per named algorithm, the sample costs the projection could pick from on this task
+    (``--sample-costs``), or that none were measured, so its setting stays its own."""
+    parts = []
+    for item in (a for a in panel.algorithms if a.algo in algos):
+        costs = item.runs[0].costs
+        knob = "population" if item.family == "es" else "n_envs"
+        measured = model.sample_costs(assumptions.samples, costs, panel.target)
+        parts.append(
+            f"{item.algo}: {model.sample_text(measured, item.family)}"
+            if measured
+            else f"{item.algo}: none measured, its {knob} ({model.setting_of(costs):,}) kept"
+        )
+    return f"{panel.env}, sample costs to {panel.target:.4g}: " + "; ".join(parts) + "."
+
+
 def _trained_to_budget(run_dir: Path) -> bool:
     """Whether the run trained to a timesteps budget, not to a CPU limit (``cpu_limit``) nor
     as one side of an equal-compute pair (``paired_with``: the grid's run is the cell)."""
@@ -567,5 +583,6 @@ def benchmark_section(
         named_algos = [algo for f in ("es", "rl") for _, _, algo in panel.best(f)[:1]]
         machines = panel.machines(named_algos)
         section.after.append(f"{text.removesuffix('.')}; {machines}." if machines else text)
+        section.after.append(sample_costs_text(panel, named_algos, assumptions))
     section.after += [*assumptions.lines(), *_notes(chosen)]
     return section
