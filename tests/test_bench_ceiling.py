@@ -31,7 +31,7 @@ def test_vec_envs_measures_the_cost_of_env_processes(tmp_path: Path) -> None:
     out = tmp_path / "machine.json"
     done = _bench(
         *("--workers", "1", "--seconds", "0.5", "--repeats", "1", "--vec-envs", "2"),
-        *("--json", str(out)),
+        *("--head-gaps-ms", "2", "--json", str(out)),
     )
     assert done.returncode == 0, done.stderr
     figures = json.loads(out.read_text())
@@ -46,6 +46,12 @@ def test_vec_envs_measures_the_cost_of_env_processes(tmp_path: Path) -> None:
     assert machine.env_step_s == 1 / figures["dummy_steps_per_s"]
     assert machine.subproc_message_s == figures["subproc_message_s"]
     assert "machine.json" in machine.phrase()
+    # the message cost with the head busy between steps: measured at each gap, 0 included
+    assert figures["head_gap_ms"] == [0.0, 2.0]
+    by_gap = figures["subproc_message_s_by_gap"]
+    assert by_gap[0] == figures["subproc_message_s"] and all(m >= 0 for m in by_gap)
+    assert machine.message_s(0.0) == by_gap[0] and machine.message_s(1.0) == by_gap[-1]
+    assert abs(machine.message_s(0.001) - (by_gap[0] + by_gap[1]) / 2) < 1e-12
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -54,6 +60,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         (["--workers", "0"], "--workers"),
         (["--env", "Nope"], "'Nope'"),
         (["--vec-envs", "-1"], "--vec-envs"),
+        (["--vec-envs", "2", "--head-gaps-ms", "-1"], "--head-gaps-ms"),
     )
     for args, named in cases:
         done = _bench(*args, "--json", str(out))

@@ -683,6 +683,29 @@ def test_one_env_steps_in_the_head_so_its_rl_run_pays_no_env_messages(runs: Path
     assert project.rl_point(ppo, step, 2, assumptions).terms["messages"] > 0.0
 
 
+def test_env_process_messages_cost_what_the_machine_measured_at_the_runs_own_gap(
+    runs: Path,
+) -> None:
+    """The message cost per env step is read at the head's own seconds per vectorised step
+    in the run (its rollout less its env steps), from the machine file of its env if one
+    was measured, else the first file's."""
+    (ppo,) = [c for c in map(project.read_costs, sorted(runs.iterdir())) if not isinstance(c, str)
+              and c.algo == "ppo"]  # fmt: skip
+    step = len(ppo.timesteps)
+    flat = project.MachineCosts("Other-v0", 1e-5, 1e-4, "flat")
+    rising = project.MachineCosts(ppo.gym_id, 1e-5, 1e-4, "rising", (0.0, 1.0), (1e-4, 1.0))
+    assert project.Assumptions(machines=(flat, rising)).machine_for(ppo.gym_id) is rising
+    assert project.Assumptions(machines=(flat, rising)).machine_for("Hopper-v5") is flat
+    steps = float(ppo.timesteps[step - 1])
+    serial = float(ppo.rollout_s[:step].sum()) * ppo.parallel_envs
+    gap = (serial - min(serial, steps * rising.env_step_s)) / (steps / ppo.n_envs)
+    messages = project.rl_point(ppo, step, 2, project.Assumptions(machines=(rising,)))
+    assert messages.terms["messages"] == pytest.approx(steps * rising.message_s(gap))
+    assert rising.message_s(gap) > rising.subproc_message_s  # a busy head costs more
+    plain = project.rl_point(ppo, step, 2, project.Assumptions(machines=(flat,)))
+    assert plain.terms["messages"] == pytest.approx(steps * flat.subproc_message_s)
+
+
 def test_a_median_band_resamples_the_runs_and_never_reaching_leaves_it_open() -> None:
     times = [10.0, 12.0, 15.0, 30.0, 31.0]
     low, high = project.median_band(times)
@@ -715,6 +738,9 @@ def test_the_benchmark_section_draws_the_named_algorithms_with_bands(
     assert rows["1 core"]["best ES"].endswith("optimes")
     (verdict,) = [t for t in section.after if t.startswith("CartPole:")]
     assert "95% bands" in verdict
+    (samples,) = [t for t in section.after if t.startswith("CartPole, sample costs to 150:")]
+    assert "optimes: none measured, its population (20) kept" in samples
+    assert "ppo: none measured, its n_envs (8) kept" in samples
     (panel,) = projection.panels(grid, {"CartPole": (150.0, "test")})
     runs_of = [r.costs for a in panel.algorithms for r in a.runs]
     for costs in runs_of:
