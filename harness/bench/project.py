@@ -1047,7 +1047,7 @@ def _picked(
             )
         return replace(cache[key], choice=why)
 
-    out = []
+    out: list[Point] = []
     for c, mine in zip(cores, fixed, strict=True):
         options = [
             replace(
@@ -1065,6 +1065,8 @@ def _picked(
                     options.append(option(population, c, why))
         for setting in sorted(ratios):
             options.append(option(setting, c, _measured_why(measured, own, setting, costs.family)))
+        if out and out[-1].cores <= c:  # more cores can always run as fewer did
+            options.append(out[-1])
         best = min(options, key=lambda p: p.seconds)  # the first of equals: the run's own
         out.append(replace(best, cores=c))
     return out
