@@ -544,10 +544,10 @@ def test_sweep_and_where_choose_the_runs_and_the_output_names_only_their_groups(
     small, text = _project(tmp_path, *args, "--sweep", "small")
     assert _names(small) == ["optimes"]
     assert sorted(Path(r["run"]).name for r in small["runs"]) == ["81", "82"]
-    assert "ppo" not in text and "optimes (es): 2 of 2 runs" in text
+    assert "ppo (rl)" not in text and "optimes (es): 2 of 2 runs" in text
     large, text = _project(tmp_path, *args, "--where", "population=40")
     assert sorted(Path(r["run"]).name for r in large["runs"]) == ["83", "84"]
-    assert _names(large) == ["optimes"] and "ppo" not in text
+    assert _names(large) == ["optimes"] and "ppo (rl)" not in text
     both, _ = _project(tmp_path, *args, "--where", "algo=optimes", "--where", "workers=1")
     assert sorted(Path(r["run"]).name for r in both["runs"]) == [
         "1", "81", "82", "83", "84"
