@@ -657,6 +657,11 @@ class SampleCost:
     reached: int
 
 
+def setting_name(family: str) -> str:
+    """The knob a user scales with the cores, by family: "population" (ES), "n_envs" (RL)."""
+    return "population" if family == "es" else "n_envs"
+
+
 def setting_of(costs: RunCosts) -> int:
     """The knob a user scales with the cores: an ES's population, an RL run's ``n_envs``."""
     return costs.population if costs.family == "es" else costs.n_envs
@@ -991,7 +996,7 @@ def _measured_ratio(
 def _measured_why(measured: dict[int, SampleCost], own: int, setting: int, family: str) -> str:
     mine, theirs = measured[own], measured[setting]
     assert mine.timesteps is not None and theirs.timesteps is not None
-    name = "population" if family == "es" else "n_envs"
+    name = setting_name(family)
     return (
         f"{name} {setting:,} (measured {_steps(theirs.timesteps)} timesteps to R, "
         f"{_steps(mine.timesteps)} at {own:,})"
@@ -1000,7 +1005,7 @@ def _measured_why(measured: dict[int, SampleCost], own: int, setting: int, famil
 
 def sample_text(measured: dict[int, SampleCost], family: str) -> str:
     """The measured sample costs in one line, per setting."""
-    name = "population" if family == "es" else "n_envs"
+    name = setting_name(family)
     return "; ".join(
         f"{name} {k:,}: "
         + (
@@ -1675,7 +1680,7 @@ def _columns(setting: str | None, band: bool = False) -> list[tuple[str, str, st
 
 
 def _setting(family: str, picked: bool) -> str | None:
-    return ("population" if family == "es" else "n_envs") if picked else None
+    return setting_name(family) if picked else None
 
 
 def render(

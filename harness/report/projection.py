@@ -487,7 +487,7 @@ def sample_costs_text(panel: Panel, algos: Sequence[str], assumptions: model.Ass
     parts = []
     for item in (a for a in panel.algorithms if a.algo in algos):
         costs = item.runs[0].costs
-        knob = "population" if item.family == "es" else "n_envs"
+        knob = model.setting_name(item.family)
         measured = model.sample_costs(assumptions.samples, costs, panel.target)
         parts.append(
             f"{item.algo}: {model.sample_text(measured, item.family)}"
